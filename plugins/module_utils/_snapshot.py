@@ -1,0 +1,280 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""One read of a node through the CRI: runtime, image filesystems, images, containers, sandboxes.
+
+Every list is read with one RPC (no per-object status calls).  The "is this
+image in use" matching lives here, once: a container uses an image when its
+``image_id``, ``image_ref`` or image spec names the image's id, one of its
+tags or one of its repo digests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+CONTAINER_STATES = {0: "created", 1: "running", 2: "exited", 3: "unknown"}
+SANDBOX_STATES = {0: "ready", 1: "notready"}
+GATHER_CHOICES = ("runtime", "imagefs", "images", "containers", "sandboxes")
+
+POD_UID_LABEL = "io.kubernetes.pod.uid"
+POD_NAME_LABEL = "io.kubernetes.pod.name"
+POD_NAMESPACE_LABEL = "io.kubernetes.pod.namespace"
+
+
+def rfc3339(ns):
+    """CRI nanoseconds since the epoch -> RFC 3339 UTC string with nanoseconds; 0 -> None."""
+    if not ns:
+        return None
+    seconds, frac = divmod(int(ns), 1000000000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + ".%09dZ" % frac
+
+
+def normalize_image_ref(ref):
+    """Canonical form of an image reference, as runtimes store tags (docker.io/library/x:latest)."""
+    if not ref or ref.startswith("sha256:"):
+        return ref
+    name, digest = ref, ""
+    if "@" in name:
+        name, digest = name.split("@", 1)
+        digest = "@" + digest
+    first = name.split("/", 1)[0]
+    if "/" not in name:
+        name = "docker.io/library/" + name
+    elif "." not in first and ":" not in first and first != "localhost":
+        name = "docker.io/" + name
+    if not digest and ":" not in name.rsplit("/", 1)[-1]:
+        name += ":latest"
+    return name + digest
+
+
+def usage_percent(capacity, available):
+    """The kubelet's image GC usage: 100 - floor(available*100/capacity), available clamped to capacity."""
+    if not capacity:
+        return None
+    available = min(available, capacity)
+    return 100 - (available * 100) // capacity
+
+
+def statvfs_usage(mountpoint):
+    """Capacity, availability and inodes of a filesystem, as cAdvisor reads them (statvfs, f_bavail)."""
+    st = os.statvfs(mountpoint)
+    capacity = st.f_blocks * st.f_frsize
+    available = st.f_bavail * st.f_frsize
+    return {
+        "capacity_bytes": capacity,
+        "available_bytes": available,
+        "inodes_total": st.f_files,
+        "inodes_free": st.f_ffree,
+        "inodes_used": st.f_files - st.f_ffree,
+        "usage_percent": usage_percent(capacity, available),
+    }
+
+
+def sandbox_image_from_info(info):
+    """The sandbox (pause) image a runtime names in its verbose Status info, or None."""
+    raw = info.get("config") if info else None
+    if not raw:
+        return None
+    try:
+        config = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(config, dict):
+        return None
+    # containerd 1.x: "sandboxImage"; containerd 2.x: "pinnedImages": {"sandbox": ...}; cri-o: "pause_image"
+    for key in ("sandboxImage", "sandbox_image", "pause_image", "PauseImage"):
+        if isinstance(config.get(key), str) and config[key]:
+            return config[key]
+    pinned = config.get("pinnedImages") or config.get("PinnedImages")
+    if isinstance(pinned, dict) and isinstance(pinned.get("sandbox"), str) and pinned["sandbox"]:
+        return pinned["sandbox"]
+    return None
+
+
+class ImageIndex:
+    """Resolves any reference a container may carry (id, short id, tag, digest) to image ids."""
+
+    def __init__(self, images):
+        self._by_ref = {}
+        for img in images:
+            keys = [img["id"]] + list(img["repo_tags"]) + list(img["repo_digests"])
+            if img["id"].startswith("sha256:"):
+                keys.append(img["id"][len("sha256:"):])
+            for key in keys:
+                self._by_ref.setdefault(key, set()).add(img["id"])
+                self._by_ref.setdefault(normalize_image_ref(key), set()).add(img["id"])
+
+    def resolve(self, ref):
+        if not ref:
+            return set()
+        return self._by_ref.get(ref) or self._by_ref.get(normalize_image_ref(ref)) or set()
+
+
+def image_users(images, containers):
+    """{image id: sorted ids of containers (any state) that reference it}."""
+    index = ImageIndex(images)
+    users = {}
+    for c in containers:
+        found = set()
+        for ref in (c["image_id"], c["image_ref"], c["image"]):
+            found |= index.resolve(ref)
+        for image_id in found:
+            users.setdefault(image_id, []).append(c["id"])
+    return {k: sorted(v) for k, v in users.items()}
+
+
+def read_runtime(client):
+    version = client.version()
+    status = client.status(verbose=True)
+    return {
+        "name": version.runtime_name,
+        "version": version.runtime_version,
+        "api_version": version.runtime_api_version,
+        "endpoint": client.endpoint,
+        "sandbox_image": sandbox_image_from_info(dict(status.info)),
+    }
+
+
+def read_imagefs(client):
+    """Image and container filesystems: the runtime's mountpoints and used bytes, plus statvfs."""
+    resp = client.image_fs_info()
+    filesystems = []
+    for kind, entries in (("image", resp.image_filesystems), ("container", resp.container_filesystems)):
+        for fs in entries:
+            mountpoint = fs.fs_id.mountpoint
+            entry = {
+                "kind": kind,
+                "mountpoint": mountpoint,
+                "used_bytes": fs.used_bytes.value if fs.HasField("used_bytes") else None,
+                "capacity_bytes": None,
+                "available_bytes": None,
+                "inodes_total": None,
+                "inodes_free": None,
+                "inodes_used": None,
+                "usage_percent": None,
+            }
+            try:
+                entry.update(statvfs_usage(mountpoint))
+            except OSError:
+                pass
+            filesystems.append(entry)
+    return filesystems
+
+
+def split_imagefs(filesystems):
+    """True when the runtime reports a container filesystem on another device than its image filesystem."""
+    devices = {}
+    for fs in filesystems:
+        try:
+            dev = os.stat(fs["mountpoint"]).st_dev
+        except OSError:
+            dev = fs["mountpoint"]
+        devices.setdefault(fs["kind"], set()).add(dev)
+    return bool(devices.get("container")) and devices.get("container") != devices.get("image")
+
+
+def read_images(client):
+    images = []
+    for img in client.list_images():
+        images.append(
+            {
+                "id": img.id,
+                "repo_tags": list(img.repo_tags),
+                "repo_digests": list(img.repo_digests),
+                "size": int(img.size),
+                "pinned": bool(img.pinned),
+            }
+        )
+    images.sort(key=lambda i: i["id"])
+    return images
+
+
+def read_sandboxes(client):
+    sandboxes = []
+    for s in client.list_pod_sandbox():
+        sandboxes.append(
+            {
+                "id": s.id,
+                "name": s.metadata.name,
+                "namespace": s.metadata.namespace,
+                "uid": s.metadata.uid,
+                "attempt": int(s.metadata.attempt),
+                "state": SANDBOX_STATES.get(s.state, str(s.state)),
+                "created_at": rfc3339(s.created_at),
+                "created_at_ns": int(s.created_at),
+            }
+        )
+    sandboxes.sort(key=lambda s: (s["created_at_ns"], s["id"]))
+    return sandboxes
+
+
+def read_containers(client, sandboxes):
+    by_sandbox = {s["id"]: s for s in sandboxes}
+    containers = []
+    for c in client.list_containers():
+        labels = c.labels
+        pod = by_sandbox.get(c.pod_sandbox_id, {})
+        containers.append(
+            {
+                "id": c.id,
+                "name": c.metadata.name,
+                "attempt": int(c.metadata.attempt),
+                "pod_uid": labels.get(POD_UID_LABEL) or pod.get("uid"),
+                "pod_name": labels.get(POD_NAME_LABEL) or pod.get("name"),
+                "pod_namespace": labels.get(POD_NAMESPACE_LABEL) or pod.get("namespace"),
+                "sandbox_id": c.pod_sandbox_id,
+                "state": CONTAINER_STATES.get(c.state, str(c.state)),
+                "created_at": rfc3339(c.created_at),
+                "created_at_ns": int(c.created_at),
+                # the kubelet's ImageID: CRI image_id, falling back to image_ref (runtimes before CRI v1.30)
+                "image_id": c.image_id or c.image_ref,
+                "image_ref": c.image_ref,
+                "image": c.image.image,
+            }
+        )
+    containers.sort(key=lambda c: (c["created_at_ns"], c["id"]))
+    return containers
+
+
+def read_node(client, gather=GATHER_CHOICES):
+    """Read what ``gather`` asks for, with one RPC per list; returns a dict of internal records."""
+    gather = set(gather)
+    node = {}
+    if gather & {"runtime", "images"}:
+        node["runtime"] = read_runtime(client)
+    if "imagefs" in gather:
+        node["imagefs"] = read_imagefs(client)
+        node["split_imagefs"] = split_imagefs(node["imagefs"])
+    if gather & {"images", "containers", "sandboxes"}:
+        node["sandboxes"] = read_sandboxes(client)
+        node["containers"] = read_containers(client, node["sandboxes"])
+    if "images" in gather:
+        images = read_images(client)
+        users = image_users(images, node["containers"])
+        sandbox_ids = ImageIndex(images).resolve(node["runtime"]["sandbox_image"])
+        for img in images:
+            img["used_by"] = users.get(img["id"], [])
+            img["in_use"] = bool(img["used_by"])
+            img["sandbox_image"] = img["id"] in sandbox_ids
+        node["images"] = images
+    return node
+
+
+PUBLIC_KEYS = {
+    "images": ("id", "repo_tags", "repo_digests", "size", "pinned", "sandbox_image", "in_use", "used_by"),
+    "containers": ("id", "name", "attempt", "pod_uid", "pod_name", "pod_namespace", "sandbox_id", "state", "created_at", "image_id", "image_ref"),
+    "sandboxes": ("id", "name", "namespace", "uid", "attempt", "state", "created_at"),
+}
+
+
+def public(kind, records):
+    """Records of ``kind`` with exactly the documented return keys."""
+    keys = PUBLIC_KEYS[kind]
+    return [{k: r[k] for k in keys} for r in records]
