@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Regenerate plugins/module_utils/_cri_api_pb2.py from proto/cri_api.proto.
 
 Run it in a virtualenv holding scripts/requirements-protogen.txt (the pinned

@@ -27,21 +27,24 @@ options:
 requirements:
   - grpcio >= 1.51 and protobuf >= 4.21 (python3-grpcio and python3-protobuf on Debian 12) on the managed node.
 notes:
-  - The modules talk to the runtime's CRI socket, so they usually need O(ansible.builtin.become=true) or root.
+  - The modules talk to the runtime's CRI socket, so they usually need C(become: true) or root.
   - Every call the module makes is counted per CRI method and returned as RV(rpc_calls), so the cost of a run can be checked.
 """
 
     ATTRIBUTES_READ_ONLY = r"""
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying the target.
     support: full
     details:
       - The module changes nothing, so check mode runs it in full.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: N/A
     details:
       - The module changes nothing.
   idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second run indicates no change.
     support: full
 """
 

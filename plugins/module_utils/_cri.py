@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import stat
 import threading
 import traceback
 
@@ -85,8 +86,16 @@ def normalize_endpoint(endpoint):
 
 def probe_socket(path):
     """Connect to a unix socket once; return None when it answers, else a short reason."""
-    if not os.path.exists(path):
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
         return "socket %s does not exist" % path
+    except PermissionError:
+        return "permission denied on socket %s (run as root or become)" % path
+    except OSError as exc:
+        return "cannot read socket %s: %s" % (path, exc.strerror or exc)
+    if not stat.S_ISSOCK(mode):
+        return "%s is not a socket" % path
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(5)
@@ -96,8 +105,6 @@ def probe_socket(path):
             return "permission denied on socket %s (run as root or become)" % path
         if exc.errno == errno.ECONNREFUSED:
             return "nothing is listening on socket %s" % path
-        if exc.errno == errno.ENOTSOCK:
-            return "%s is not a socket" % path
         return "cannot connect to socket %s: %s" % (path, exc.strerror or exc)
     finally:
         sock.close()

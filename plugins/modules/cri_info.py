@@ -17,7 +17,7 @@ description:
   - Image filesystem capacity, availability and inodes come from C(statvfs) of the mountpoint the runtime reports,
     as the kubelet's cAdvisor does (containerd 1.6 reports only the bytes it uses).
 author:
-  - kubenode.gc contributors
+  - kubenode.gc contributors (@kubenode)
 extends_documentation_fragment:
   - kubenode.gc.cri
   - kubenode.gc.cri.ATTRIBUTES_READ_ONLY

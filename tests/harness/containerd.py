@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 
-from . import collection  # noqa: F401  (makes ansible_collections.kubenode.gc importable)
+from . import collection  # noqa: F401  pylint: disable=unused-import  # makes ansible_collections.kubenode.gc importable
 from .images import ImageSpec, build_archive
 
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient, CriError
@@ -230,7 +230,7 @@ class EmbeddedContainerd:
         deadline = time.time() + wait
         while time.time() < deadline:
             try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
+                done = os.waitpid(pid, os.WNOHANG)[0]
                 if done == pid:
                     return
             except ChildProcessError:

@@ -110,9 +110,10 @@ def build_archive(path, specs):
                 "architecture": go_arch(),
                 "os": "linux",
                 "created": "2026-01-01T00:00:00Z",
-                "config": {"Entrypoint": spec.entrypoint, "Env": ["PATH=/bin"], "WorkingDir": "/"},
+                # the label makes every image's config, hence its id, unique even when its layers are shared
+                "config": {"Entrypoint": spec.entrypoint, "Env": ["PATH=/bin"], "WorkingDir": "/", "Labels": {"kubenode.gc/test-image": spec.tags[0]}},
                 "rootfs": {"type": "layers", "diff_ids": list(diff_ids)},
-                "history": [{"created": "2026-01-01T00:00:00Z", "created_by": "kubenode-gc test harness"} for _ in layers],
+                "history": [{"created": "2026-01-01T00:00:00Z", "created_by": "kubenode-gc test harness"} for layer in layers],
             }
             config_bytes = json.dumps(config, sort_keys=True).encode()
             config_digest = hashlib.sha256(config_bytes).hexdigest()

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Install everything the demo and the tests need on a Debian 12 machine, as root.
+# Safe to run again: it installs only what is missing.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${KUBENODE_GC_VENV:-$ROOT/.venv}
+
+APT_PACKAGES=(
+  containerd runc                  # the real runtime the harness starts
+  busybox-static                   # payload of the offline-built test images
+  python3 python3-venv             # the project venv (controller side)
+  python3-grpcio python3-protobuf  # Debian's CRI libraries: one leg of the module tests
+  python3-yaml
+  git tar util-linux
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup.sh: run as root (it installs Debian packages and mounts tmpfs for containerd)." >&2
+  exit 1
+fi
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup.sh: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+stamp="$VENV/.kubenode-gc-requirements"
+if [ ! -x "$VENV/bin/python" ] || ! cmp -s "$ROOT/tests/requirements.txt" "$stamp"; then
+  echo "setup.sh: preparing $VENV"
+  /usr/bin/python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/tests/requirements.txt"
+  cp "$ROOT/tests/requirements.txt" "$stamp"
+fi

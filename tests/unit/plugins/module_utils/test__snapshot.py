@@ -1,0 +1,116 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _snapshot as snap
+
+
+@pytest.mark.parametrize(
+    "ns, expected",
+    [
+        (0, None),
+        (1, "1970-01-01T00:00:00.000000001Z"),
+        (1795320100368168343, "2026-11-22T04:01:40.368168343Z"),
+    ],
+)
+def test_rfc3339(ns, expected):
+    assert snap.rfc3339(ns) == expected
+
+
+@pytest.mark.parametrize(
+    "ref, expected",
+    [
+        ("busybox", "docker.io/library/busybox:latest"),
+        ("busybox:1.36", "docker.io/library/busybox:1.36"),
+        ("library/busybox", "docker.io/library/busybox:latest"),
+        ("myorg/app:v2", "docker.io/myorg/app:v2"),
+        ("registry.k8s.io/pause:3.9", "registry.k8s.io/pause:3.9"),
+        ("localhost/app", "localhost/app:latest"),
+        ("localhost:5000/app", "localhost:5000/app:latest"),
+        ("quay.io/x/y@sha256:abc", "quay.io/x/y@sha256:abc"),
+        ("app@sha256:abc", "docker.io/library/app@sha256:abc"),
+        ("sha256:abc", "sha256:abc"),
+        ("", ""),
+    ],
+)
+def test_normalize_image_ref(ref, expected):
+    assert snap.normalize_image_ref(ref) == expected
+
+
+@pytest.mark.parametrize(
+    "capacity, available, expected",
+    [
+        (1000, 600, 40),  # IG-10
+        (1000, 50, 95),  # IG-12
+        (1001, 160, 85),  # D-1: flooring the free part rounds usage up
+        (1000, 9, 100),  # D-2
+        (1000, 1200, 0),  # D-3: available is clamped to capacity
+        (0, 10, None),  # D-4: no capacity, no usage
+    ],
+)
+def test_usage_percent_kubelet_formula(capacity, available, expected):
+    assert snap.usage_percent(capacity, available) == expected
+
+
+def test_statvfs_usage_matches_os():
+    got = snap.statvfs_usage("/")
+    st = os.statvfs("/")
+    assert got["capacity_bytes"] == st.f_blocks * st.f_frsize
+    assert got["inodes_used"] == got["inodes_total"] - got["inodes_free"]
+    assert got["usage_percent"] == 100 - (st.f_bavail * st.f_frsize * 100) // (st.f_blocks * st.f_frsize)
+
+
+@pytest.mark.parametrize(
+    "info, expected",
+    [
+        ({"config": json.dumps({"sandboxImage": "registry.k8s.io/pause:3.6"})}, "registry.k8s.io/pause:3.6"),
+        ({"config": json.dumps({"pinnedImages": {"sandbox": "registry.k8s.io/pause:3.10"}})}, "registry.k8s.io/pause:3.10"),
+        ({"config": json.dumps({"pause_image": "registry.k8s.io/pause:3.9"})}, "registry.k8s.io/pause:3.9"),
+        ({"config": "not json"}, None),
+        ({"config": "[]"}, None),
+        ({}, None),
+        (None, None),
+    ],
+)
+def test_sandbox_image_from_info(info, expected):
+    assert snap.sandbox_image_from_info(info) == expected
+
+
+def _img(id_, tags=(), digests=()):
+    return {"id": id_, "repo_tags": list(tags), "repo_digests": list(digests), "size": 1, "pinned": False}
+
+
+def _ctr(id_, image_id="", image_ref="", image=""):
+    return {"id": id_, "image_id": image_id, "image_ref": image_ref, "image": image}
+
+
+def test_image_users_matches_id_tag_digest_and_short_forms():
+    images = [
+        _img("sha256:aaa", ["docker.io/library/app:1"]),
+        _img("sha256:bbb", ["quay.io/x/b:2"], ["quay.io/x/b@sha256:ddd"]),
+        _img("sha256:ccc", ["registry.k8s.io/c:3"]),
+        _img("sha256:eee", ["docker.io/library/unused:1"]),
+    ]
+    containers = [
+        _ctr("c1", image_ref="sha256:aaa"),  # containerd 1.6: image_ref is the id
+        _ctr("c2", image="app:1"),  # short tag in the image spec
+        _ctr("c3", image_ref="quay.io/x/b@sha256:ddd"),  # cri-o style digest ref
+        _ctr("c4", image_id="ccc"),  # bare hex id
+        _ctr("c5", image_id="sha256:gone", image="nothere:1"),  # image no longer listed
+    ]
+    users = snap.image_users(images, containers)
+    assert users == {"sha256:aaa": ["c1", "c2"], "sha256:bbb": ["c3"], "sha256:ccc": ["c4"]}
+
+
+def test_image_index_resolves_nothing_for_empty_ref():
+    assert snap.ImageIndex([_img("sha256:aaa", ["a:1"])]).resolve("") == set()
+
+
+def test_public_keeps_only_documented_keys():
+    rec = {"id": "x", "name": "n", "namespace": "ns", "uid": "u", "attempt": 0, "state": "ready", "created_at": None, "created_at_ns": 0}
+    assert snap.public("sandboxes", [rec]) == [{k: rec[k] for k in snap.PUBLIC_KEYS["sandboxes"]}]
