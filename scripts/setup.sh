@@ -13,6 +13,7 @@ APT_PACKAGES=(
   python3-grpcio python3-protobuf  # Debian's CRI libraries: one leg of the module tests
   python3-yaml
   git tar util-linux
+  shellcheck                       # ansible-test sanity lints the shell scripts with it
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -27,7 +27,7 @@ options:
 requirements:
   - grpcio >= 1.51 and protobuf >= 4.21 (python3-grpcio and python3-protobuf on Debian 12) on the managed node.
 notes:
-  - The modules talk to the runtime's CRI socket, so they usually need C(become: true) or root.
+  - "The modules talk to the runtime's CRI socket, so they usually need C(become: true) or root."
   - Every call the module makes is counted per CRI method and returned as RV(rpc_calls), so the cost of a run can be checked.
 """
 

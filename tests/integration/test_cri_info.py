@@ -233,6 +233,7 @@ def test_finds_containerd_at_its_default_path_without_options(ansible, tmp_path)
 
 def test_ansible_doc_renders_from_the_installed_tarball(collections_path):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_NOCOLOR="1")
-    out = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-doc"), "kubenode.gc.cri_info"], env=env, capture_output=True, text=True, check=True)
+    ansible_doc = os.path.join(os.path.dirname(sys.executable), "ansible-doc")
+    out = subprocess.run([ansible_doc, "kubenode.gc.cri_info"], env=env, capture_output=True, text=True, check=True)
     assert "kubenode.gc.cri_info" in out.stdout and "cri_endpoint" in out.stdout and "usage_percent" in out.stdout
     assert collections_path in out.stdout

@@ -1,0 +1,75 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Command line for the embedded containerd, used by the demo.
+
+  python -m tests.harness.cli up   --workdir DIR [--imagefs-size 256M]
+  python -m tests.harness.cli fill --workdir DIR
+  python -m tests.harness.cli down --workdir DIR
+  python -m tests.harness.cli collections-path
+
+``up`` leaves containerd running in the background and prints its endpoint.
+"""
+
+import argparse
+import sys
+
+from .collection import COLLECTIONS_PATH
+from .containerd import EmbeddedContainerd
+from .images import ImageSpec
+
+MIB = 1 << 20
+
+
+def fill_demo(ctrd):
+    """Sample node: images of several sizes (some sharing a base layer), pods with containers in every state."""
+    specs = [
+        ImageSpec("registry.example/shop/frontend:2.4.1", size=6 * MIB),
+        ImageSpec("registry.example/shop/frontend:2.3.0", size=6 * MIB),
+        ImageSpec("registry.example/shop/cart:1.9", size=4 * MIB, share_base=False),
+        ImageSpec("registry.example/shop/cart:1.8", size=4 * MIB, share_base=False),
+        ImageSpec("registry.example/batch/report:2026.10", size=8 * MIB),
+        ImageSpec("registry.example/batch/report:2026.09", size=8 * MIB),
+        ImageSpec("registry.k8s.io/coredns/coredns:v1.11.1", size=3 * MIB),
+        ImageSpec("docker.io/library/busybox:1.36", size=1 * MIB),
+        ImageSpec("quay.io/example/debug-tools:latest", size=10 * MIB, share_base=False),
+    ]
+    ctrd.import_images(specs)
+    shop = ctrd.run_pod("frontend-7d9f", namespace="shop", uid="1f6c1a4e-shop-frontend")
+    ctrd.add_container(shop, "frontend", "registry.example/shop/frontend:2.4.1", "running")
+    ctrd.add_container(shop, "cart", "registry.example/shop/cart:1.9", "running")
+    dns = ctrd.run_pod("coredns-5dd5", namespace="kube-system", uid="7a0e2c11-kube-coredns")
+    ctrd.add_container(dns, "coredns", "registry.k8s.io/coredns/coredns:v1.11.1", "running")
+    job = ctrd.run_pod("report-28810", namespace="batch", uid="c3b9d8f2-batch-report")
+    for attempt in range(3):
+        ctrd.add_container(job, "report", "registry.example/batch/report:2026.10", "exited", attempt=attempt)
+    ctrd.add_container(job, "uploader", "docker.io/library/busybox:1.36", "created")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m tests.harness.cli", description="Embedded containerd for the kubenode.gc demo and tests.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("up", "fill", "down"):
+        p = sub.add_parser(name)
+        p.add_argument("--workdir", required=True)
+        if name == "up":
+            p.add_argument("--imagefs-size", default="256M")
+    sub.add_parser("collections-path")
+    args = parser.parse_args(argv)
+
+    if args.command == "collections-path":
+        print(COLLECTIONS_PATH)
+    elif args.command == "up":
+        ctrd = EmbeddedContainerd(args.workdir, imagefs_size=args.imagefs_size)
+        ctrd.start()
+        ctrd.save()
+        print(ctrd.endpoint)
+    elif args.command == "fill":
+        fill_demo(EmbeddedContainerd.attach(args.workdir))
+    elif args.command == "down":
+        EmbeddedContainerd.attach(args.workdir).stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
