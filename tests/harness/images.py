@@ -78,9 +78,11 @@ def filler_layer(size, seed):
 class ImageSpec:
     """One image to build: its tags, filler size in bytes and whether the busybox base is shared."""
 
-    def __init__(self, tags, size=0, share_base=True, entrypoint=None, seed=None):
+    def __init__(self, tags, size=0, share_base=True, entrypoint=None, seed=None, shared_size=0):
         self.tags = [tags] if isinstance(tags, str) else list(tags)
         self.size = int(size)
+        # a second layer of this many random bytes, identical in every image asking for the same size
+        self.shared_size = int(shared_size)
         self.share_base = share_base
         self.entrypoint = entrypoint or ["/bin/sh"]
         self.seed = seed if seed is not None else self.tags[0]
@@ -103,6 +105,8 @@ def build_archive(path, specs):
 
         for spec in specs:
             layers = [base_layer(None if spec.share_base else "image " + spec.tags[0])]
+            if spec.shared_size > 0:
+                layers.append(filler_layer(spec.shared_size, "shared-%d" % spec.shared_size))
             if spec.size > 0:
                 layers.append(filler_layer(spec.size, spec.seed))
             names, diff_ids = zip(*(blob(layer) for layer in layers))

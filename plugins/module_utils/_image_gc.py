@@ -1,0 +1,300 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""One image_gc run: read the node, update the ledger, plan, remove in batches, report.
+
+No Ansible here: ``run()`` takes a CriClient and plain options and returns the result
+dict (or raises GcError with the result so far). The planning is _image_policy's.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import time
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
+from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
+    image_users,
+    normalize_image_ref,
+    read_containers,
+    read_node,
+    rfc3339,
+    statvfs_usage,
+)
+
+LOCK_NAME = "image-gc.lock"
+DEFAULT_LOCK_DIR = "/var/lib/kubenode-gc"
+
+
+class GcError(Exception):
+    """The run failed; ``result`` holds what was done before (removed images included)."""
+
+    def __init__(self, message, result=None):
+        super().__init__(message)
+        self.result = result or {}
+
+
+def keep_matcher(patterns):
+    """A predicate: does an image match any keep pattern (full/short id, repo:tag glob, repo digest)?"""
+    if not patterns:
+        return None
+    pats = [p.strip() for p in patterns if p and p.strip()]
+
+    def match(img):
+        hex_id = img["id"].split(":", 1)[-1]
+        names = set(img["repo_tags"]) | set(img["repo_digests"])
+        names |= {normalize_image_ref(n) for n in names}
+        for pat in pats:
+            bare = pat.split(":", 1)[1] if pat.startswith("sha256:") else pat
+            if pat == img["id"] or (len(bare) >= 12 and all(c in "0123456789abcdef" for c in bare) and hex_id.startswith(bare)):
+                return True
+            for name in names:
+                if fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(name, normalize_image_ref(pat)):
+                    return True
+        return False
+
+    return match
+
+
+def free_disk_space_failed(usage, capacity, freed):
+    """The kubelet's FreeDiskSpaceFailed text (v1.35+)."""
+    return (
+        "Insufficient free disk space on the node's image filesystem (%d%% of %s used). Failed to free sufficient space by deleting unused images "
+        "(freed %d bytes). Investigate disk usage, as it could be used by active images, logs, volumes, or other data." % (usage, format_size(capacity), freed)
+    )
+
+
+def format_size(n):
+    """The kubelet's formatSize: binary units, one decimal."""
+    if n < 1024:
+        return "%d B" % n
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if value < 1024:
+            return "%.1f %s" % (value, unit)
+    return "%.1f TiB" % (value / 1024)
+
+
+def _describe(img):
+    return "%s (%s)" % (img["id"], ", ".join(img["repo_tags"]) or "untagged")
+
+
+def run(client, opts, check_mode=False, now=None, statvfs=statvfs_usage):
+    """Run image GC. ``opts`` keys: mode, high, low, min_age, max_age (ns), keep_images, ledger_path,
+    measure_freed, fail_on_insufficient, max_removals, parallelism, lock_timeout."""
+    ledger_path = opts["ledger_path"]
+    lock_dir = os.path.dirname(os.path.abspath(ledger_path)) if ledger_path else DEFAULT_LOCK_DIR
+    lock = _ledger.NodeLock(os.path.join(lock_dir, LOCK_NAME), opts["lock_timeout"])
+    if check_mode:
+        return _run(client, opts, True, now, statvfs)
+    with lock:
+        return _run(client, opts, False, now, statvfs)
+
+
+def _run(client, opts, check_mode, now, statvfs):
+    node = read_node(client, ("runtime", "imagefs", "images"))
+    image_fs = [fs for fs in node["imagefs"] if fs["kind"] == "image"]
+    if not image_fs:
+        raise GcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint)
+    mountpoint = image_fs[0]["mountpoint"]
+    capacity = image_fs[0]["capacity_bytes"] or 0
+    available = image_fs[0]["available_bytes"] or 0
+
+    free_time = now if now is not None else time.time_ns()
+    ledger_path = opts["ledger_path"]
+    ledger = _ledger.load(ledger_path, free_time) if ledger_path else _ledger.new_ledger(free_time)
+
+    images = policy.dedupe(node["images"])
+    in_use = {i["id"] for i in images if i["in_use"]}
+    created = {c["id"]: c["created_at_ns"] for c in node["containers"]}
+    hints = {i["id"]: min(created[c] for c in i["used_by"]) for i in images if i["used_by"]}
+    records = policy.detect(ledger["images"], images, in_use, free_time, free_time, hints)
+
+    try:
+        plan = policy.plan(
+            images,
+            records,
+            opts["mode"],
+            free_time,
+            capacity,
+            available,
+            opts["high"],
+            opts["low"],
+            opts["min_age"],
+            opts["max_age"],
+            tracking_since=ledger["created"],
+            keep=keep_matcher(opts["keep_images"]),
+            max_removals=opts["max_removals"],
+        )
+    except policy.PolicyError as exc:
+        raise GcError("%s (mountpoint %s)." % (exc, mountpoint))
+
+    result = {
+        "removed": [],
+        "kept": dict(plan.kept),
+        "usage_before": plan.usage_before,
+        "usage_after": plan.usage_before,
+        "bytes_to_free": max(plan.bytes_to_free, 0),
+        "bytes_freed_estimated": 0,
+        "bytes_freed_measured": None if check_mode else 0,
+        "target_reached": True,
+        "insufficient": False,
+        "errors": [],
+        "warnings": [],
+        "before": sorted(_describe(i) for i in images),
+    }
+
+    if check_mode:
+        removed = [_entry(i, "age") for i in plan.age] + [_entry(i, "prune" if opts["mode"] == "prune" else "space") for i in plan.space]
+        result["removed"] = removed
+        result["bytes_freed_estimated"] = sum(r["size"] for r in removed)
+        if capacity:
+            result["usage_after"] = policy.usage_percent(capacity, available + result["bytes_freed_estimated"])
+        if plan.threshold_hit and plan.estimated_short:
+            _insufficient(result, plan, capacity, sum(i["size"] for i in plan.space))
+        _finish(result, images)
+        return result
+
+    executor = _Executor(client, opts, result, records)
+    executor.remove(plan.age, "age")
+    if opts["mode"] == "prune":
+        executor.remove(plan.space, "prune")
+    elif plan.threshold_hit:
+        budget = None if opts["max_removals"] is None else max(0, opts["max_removals"] - len(result["removed"]))
+        target_available = (capacity * (100 - opts["low"])) // 100
+        if opts["measure_freed"]:
+            def remaining():
+                return target_available - min(statvfs(mountpoint)["available_bytes"], capacity)
+        else:
+            def remaining():
+                return plan.bytes_to_free - executor.freed_by_reason["space"]
+        executor.until(plan.eligible, "space", remaining, budget, calibrate=opts["measure_freed"])
+        if remaining() > 0:
+            _insufficient(result, plan, capacity, executor.freed_by_reason["space"])
+
+    after = statvfs(mountpoint)
+    result["bytes_freed_estimated"] = sum(r["size"] for r in result["removed"])
+    result["bytes_freed_measured"] = max(0, after["available_bytes"] - available)
+    result["usage_after"] = after["usage_percent"] if capacity else None
+    # one reason per image not removed: what the plan protected or skipped, races, and the rest not needed
+    kept = result["kept"]
+    kept["in_use"] += len(executor.raced)
+    kept["not_needed"] = 0
+    kept["not_needed"] = len(images) - len(result["removed"]) - len(result["errors"]) - sum(kept.values())
+    for img in executor.raced:
+        result["warnings"].append("Image %s came into use during the run and was kept." % _describe(img))
+
+    if ledger_path:
+        for entry in result["removed"]:
+            records.pop(entry["id"], None)
+        ledger["images"] = records
+        _ledger.save(ledger_path, ledger)
+    _finish(result, images)
+    if result["errors"]:
+        raise GcError(
+            "Removing %d image(s) failed: %s" % (len(result["errors"]), " ".join(e["msg"] for e in result["errors"])),
+            result,
+        )
+    return result
+
+
+def _insufficient(result, plan, capacity, freed):
+    result["target_reached"] = False
+    result["insufficient"] = True
+    result["warnings"].append(free_disk_space_failed(plan.usage_before, capacity, freed))
+
+
+def _finish(result, images):
+    gone = {r["id"] for r in result["removed"]}
+    result["after"] = sorted(_describe(i) for i in images if i["id"] not in gone)
+    result["changed"] = bool(result["removed"])
+
+
+def _entry(img, reason):
+    return {
+        "id": img["id"],
+        "repo_tags": list(img["repo_tags"]),
+        "size": img["size"],
+        "reason": reason,
+        "first_detected": rfc3339(img["first_detected"]),
+        "last_used": rfc3339(img["last_used"]),
+    }
+
+
+class _Executor:
+    """Removes images in concurrent batches, re-listing containers before each batch."""
+
+    def __init__(self, client, opts, result, records):
+        self.client = client
+        self.parallelism = max(1, opts["parallelism"])
+        self.result = result
+        self.records = records
+        self.raced = []
+        self.freed_by_reason = {"age": 0, "space": 0, "prune": 0}
+
+    def _still_unused(self, batch):
+        """Drop images a container started using since the plan (race with the kubelet)."""
+        containers = read_containers(self.client, [])
+        images = [dict(i, used_by=[]) for i in batch]
+        users = image_users(images, containers)
+        keep = [i for i in batch if i["id"] not in users]
+        self.raced.extend(i for i in batch if i["id"] in users)
+        return keep
+
+    def _remove_batch(self, batch, reason):
+        batch = self._still_unused(batch)
+        futures = [(img, self.client.call_async("RemoveImage", image={"image": img["id"]})) for img in batch]
+        done = 0
+        for img, fut in futures:
+            try:
+                fut.result()
+            except CriError as exc:
+                self.result["errors"].append({"id": img["id"], "msg": str(exc)})
+                continue
+            self.result["removed"].append(_entry(img, reason))
+            self.freed_by_reason[reason] += img["size"]
+            done += 1
+        return done
+
+    def remove(self, images, reason):
+        """Remove every image of the list, ``parallelism`` at a time."""
+        for start in range(0, len(images), self.parallelism):
+            self._remove_batch(images[start : start + self.parallelism], reason)
+
+    def until(self, candidates, reason, remaining, budget, calibrate=False):
+        """Remove candidates in order until ``remaining()`` (bytes still to free) is <= 0 after a
+        successful removal. Each batch is sized to the remaining need: by the images' sizes, scaled
+        (when ``calibrate``) by how many bytes a removed byte of image size really freed so far,
+        which starts from a first batch of one image."""
+        queue = list(candidates)
+        taken = 0
+        need = remaining()
+        succeeded = 0
+        ratio = 1.0
+        while queue and (budget is None or taken < budget):
+            if succeeded and need <= 0:
+                break
+            limit = 1 if calibrate and not succeeded else self.parallelism
+            batch, total = [], 0
+            while queue and len(batch) < limit and (budget is None or taken + len(batch) < budget):
+                img = queue.pop(0)
+                batch.append(img)
+                total += img["size"] * ratio
+                if total >= need:
+                    break
+            taken += len(batch)
+            before_est = self.freed_by_reason[reason]
+            succeeded += self._remove_batch(batch, reason)
+            before_need, need = need, remaining()
+            est = self.freed_by_reason[reason] - before_est
+            if calibrate and est > 0 and before_need > need:
+                ratio = min(10.0, max(0.1, float(before_need - need) / est))
+        return self.freed_by_reason[reason]

@@ -1,0 +1,230 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""The kubelet's image garbage collection as pure functions (no I/O, no clock, no Ansible).
+
+Follows pkg/kubelet/images/image_gc_manager.go (shared/docs/kubelet-gc-semantics.md §1):
+
+* ``detect``            = detectImages: per-image first_detected / last_used records;
+* ``eviction_order``    = imagesInEvictionOrder: unprotected images, last_used then first_detected
+                          ascending, then image id (the kubelet leaves that tie unspecified);
+* ``age_pass``          = freeOldImages (MaxAge, strict ``>``, gated on "uptime" > MaxAge);
+* ``space_pass``        = freeSpace (skip used-this-run, skip first_detected younger than MinAge,
+                          stop once freed >= bytes to free);
+* ``plan``              = GarbageCollect (mode threshold) or DeleteUnusedImages (mode prune).
+
+Times are integer nanoseconds since the epoch; 0 means "never" (Go's zero time).
+"""
+
+from __future__ import annotations
+
+KEPT_REASONS = ("in_use", "pinned", "sandbox", "keep_list", "too_young", "recently_used", "not_needed")
+
+
+class PolicyError(ValueError):
+    """Invalid policy input; str() is the kubelet's validation wording."""
+
+
+def validate_thresholds(high, low):
+    """The kubelet's config validation (VAL): 0 <= low < high <= 100."""
+    prefix = "invalid configuration: "
+    if high < 0 or high > 100:
+        raise PolicyError(prefix + "imageGCHighThresholdPercent (--image-gc-high-threshold) %d must be between 0 and 100, inclusive" % high)
+    if low < 0 or low > 100:
+        raise PolicyError(prefix + "imageGCLowThresholdPercent (--image-gc-low-threshold) %d must be between 0 and 100, inclusive" % low)
+    if low >= high:
+        raise PolicyError(
+            prefix
+            + "imageGCLowThresholdPercent (--image-gc-low-threshold) %d must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) %d"
+            % (low, high)
+        )
+
+
+def validate_ages(min_age, max_age, fmt):
+    """The kubelet's imageMaximumGCAge rules; ``fmt`` formats nanoseconds as a Go duration."""
+    prefix = "invalid configuration: "
+    if min_age < 0:
+        raise PolicyError(prefix + "imageMinimumGCAge %s must not be negative" % fmt(min_age))
+    if max_age < 0:
+        raise PolicyError(prefix + "imageMaximumGCAge %s must not be negative" % fmt(max_age))
+    if max_age > 0 and max_age <= min_age:
+        raise PolicyError(prefix + "imageMaximumGCAge %s must be greater than imageMinimumGCAge %s" % (fmt(max_age), fmt(min_age)))
+
+
+def dedupe(images):
+    """One entry per image id, the last listed one winning (detectImages overwrites size/pinned)."""
+    by_id = {}
+    for img in images:
+        by_id.pop(img["id"], None)
+        by_id[img["id"]] = img
+    return list(by_id.values())
+
+
+def detect(records, images, in_use, detect_time, now, first_seen_hints=None):
+    """detectImages: return the new records for ``images``.
+
+    records: {id: {"first_detected": ns, "last_used": ns}} from before (not modified).
+    in_use: ids referenced by any container. ``now`` (>= detect_time) becomes their last_used.
+    first_seen_hints: {id: ns} an earlier first_detected for images never recorded before (for
+    example the creation time of the oldest container using it); never later than detect_time.
+    Records of images no longer listed are dropped.
+    """
+    hints = first_seen_hints or {}
+    new = {}
+    for img in images:
+        rec = records.get(img["id"])
+        if rec is None:
+            first = min(detect_time, hints.get(img["id"], detect_time))
+            rec = {"first_detected": first, "last_used": 0}
+        else:
+            rec = dict(rec)
+        if img["id"] in in_use:
+            rec["last_used"] = now
+        new[img["id"]] = rec
+    return new
+
+
+def protection(img, keep):
+    """Why an image may never be removed (first reason wins), or None."""
+    if img.get("in_use"):
+        return "in_use"
+    if img.get("pinned"):
+        return "pinned"
+    if img.get("sandbox_image"):
+        return "sandbox"
+    if keep is not None and keep(img):
+        return "keep_list"
+    return None
+
+
+def eviction_order(images, records, keep=None, kept=None):
+    """imagesInEvictionOrder: unprotected images sorted by (last_used, first_detected, id).
+
+    Protected images are counted into ``kept`` by reason.
+    """
+    out = []
+    for img in images:
+        reason = protection(img, keep)
+        if reason:
+            if kept is not None:
+                kept[reason] += 1
+            continue
+        rec = records[img["id"]]
+        out.append(dict(img, first_detected=rec["first_detected"], last_used=rec["last_used"]))
+    out.sort(key=lambda i: (i["last_used"], i["first_detected"], i["id"]))
+    return out
+
+
+def age_pass(candidates, free_time, max_age, tracking_since):
+    """freeOldImages: (to remove for age, the rest in order).
+
+    The pass runs only when max_age > 0 and last-use tracking (the kubelet's uptime; here the
+    ledger's age) is strictly older than max_age. An image goes when free_time - last_used > max_age
+    (last_used 0 = infinitely old). first_detected and min_age are not consulted, as upstream.
+    """
+    if max_age <= 0 or free_time - tracking_since <= max_age:
+        return [], list(candidates)
+    old, rest = [], []
+    for img in candidates:
+        (old if free_time - img["last_used"] > max_age else rest).append(img)
+    return old, rest
+
+
+def space_eligible(img, free_time, min_age):
+    """None when freeSpace may delete the image, else the kept reason."""
+    if img["last_used"] >= free_time:
+        return "recently_used"
+    if free_time - img["first_detected"] < min_age:
+        return "too_young"
+    return None
+
+
+def usage_percent(capacity, available):
+    available = min(available, capacity)
+    return 100 - (available * 100) // capacity
+
+
+def bytes_to_free(capacity, available, low):
+    """amountToFree = floor(capacity*(100-low)/100) - available (may be <= 0)."""
+    available = min(available, capacity)
+    return (capacity * (100 - low)) // 100 - available
+
+
+class Plan:
+    """What a run would remove, in order, and why the rest is kept."""
+
+    def __init__(self):
+        self.age = []  # removed by the age pass
+        self.space = []  # removed by the space pass (threshold) or prune, in order
+        self.eligible = []  # every space-eligible image in order (the measured executor may go past the estimate)
+        self.kept = dict.fromkeys(KEPT_REASONS, 0)
+        self.usage_before = None
+        self.bytes_to_free = 0
+        self.threshold_hit = False
+        self.estimated_short = False  # the sizes of every eligible image do not reach bytes_to_free
+
+    @property
+    def removals(self):
+        return self.age + self.space
+
+
+def plan(images, records, mode, free_time, capacity, available, high, low, min_age, max_age, tracking_since=0, keep=None, max_removals=None):
+    """GarbageCollect (``threshold``) or DeleteUnusedImages (``prune``) without side effects.
+
+    images: deduplicated snapshot images with in_use / pinned / sandbox_image flags.
+    records: detect()'s output for free_time. Returns a Plan; raises PolicyError when the
+    image filesystem capacity is 0 (the kubelet's InvalidDiskCapacity).
+    """
+    result = Plan()
+    candidates = eviction_order(images, records, keep, result.kept)
+
+    if mode == "prune":
+        for img in candidates:
+            reason = space_eligible(img, free_time, min_age)
+            if reason:
+                result.kept[reason] += 1
+            else:
+                result.eligible.append(img)
+        result.space = list(result.eligible)
+        if capacity:
+            result.usage_before = usage_percent(capacity, available)
+    else:
+        old, rest = age_pass(candidates, free_time, max_age, tracking_since)
+        result.age = old
+        if not capacity:
+            raise PolicyError("invalid capacity 0 on image filesystem")
+        result.usage_before = usage_percent(capacity, available)
+        if result.usage_before >= high:
+            result.threshold_hit = True
+            result.bytes_to_free = bytes_to_free(capacity, available, low)
+            freed = 0
+            done = False
+            for img in rest:
+                reason = space_eligible(img, free_time, min_age)
+                if reason:
+                    result.kept[reason] += 1
+                    continue
+                result.eligible.append(img)
+                if done:
+                    continue
+                result.space.append(img)
+                freed += img["size"]
+                if freed >= result.bytes_to_free:
+                    done = True
+            result.estimated_short = freed < result.bytes_to_free
+        else:
+            for img in rest:
+                result.kept[space_eligible(img, free_time, min_age) or "not_needed"] += 1
+
+    over_age = []
+    if max_removals is not None:
+        result.age, over_age = result.age[:max_removals], result.age[max_removals:]
+        result.space = result.space[: max(0, max_removals - len(result.age))]
+    # eligible images past the stop point (or past max_removals) are kept as not needed
+    chosen = {i["id"] for i in result.space}
+    result.kept["not_needed"] += len(over_age) + sum(1 for i in result.eligible if i["id"] not in chosen)
+    return result

@@ -1,0 +1,309 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: image_gc
+short_description: Garbage-collect unused container images with the kubelet's semantics over the CRI
+version_added: 0.1.0
+description:
+  - Does what the kubelet's image garbage collector does, on demand. With O(mode=threshold) (the kubelet's periodic GC),
+    a max-age pass first removes images not used for longer than O(max_age); then, when the image filesystem usage is at
+    or above O(high_threshold_percent), least-recently-used images are removed until usage is down to
+    O(low_threshold_percent). With O(mode=prune) (the kubelet's C(DeleteUnusedImages)), every eligible unused image goes,
+    whatever the disk usage.
+  - Usage is the kubelet's C(100 - floor(available * 100 / capacity)) over C(statvfs) of the image filesystem the runtime
+    reports, so GC starts exactly when usage equals the high threshold.
+  - Eviction order is C(last_used) ascending, then C(first_detected), then image id (the kubelet leaves the last tie
+    unspecified; here it is deterministic).
+  - Never removed, whatever the options, images that any container in any state references (by image id, image ref,
+    tag or repo digest); pinned images; the runtime's sandbox (pause) image even when the runtime reports it unpinned
+    (containerd 1.6 does); images matching O(keep_images); and images found in use during the run.
+  - Differences from the kubelet, on purpose.
+    The kubelet keeps C(first_detected) and C(last_used) in memory and loses them on restart; this module keeps them in a
+    ledger file (O(ledger_path)) across runs, so O(min_age) and O(max_age) mean the same after any restart.
+    The max-age pass waits until last-use tracking (the ledger) is older than O(max_age), as the kubelet waits for its
+    own uptime; without a ledger it therefore never runs, exactly like a freshly started kubelet.
+    For an image seen for the first time while a container uses it, C(first_detected) is the creation time of the oldest
+    such container rather than now (the image must have existed then).
+    The kubelet stops when the summed image sizes reach the amount to free, which over-counts layers shared between
+    images; with O(measure_freed=true) the filesystem is measured again after each batch and the run stops when the
+    measured usage is at or below the low threshold.
+    Containers are listed again right before each batch of removals; an image that came into use since the plan is kept
+    and reported (the kubelet has this race, kubernetes/kubernetes#123631).
+    The keep list has no kubelet equivalent (kubernetes/kubernetes#109936).
+author:
+  - kubenode.gc contributors (@kubenode)
+extends_documentation_fragment:
+  - kubenode.gc.cri
+  - kubenode.gc.cri.ACTIONGROUP_CRI
+attributes:
+  check_mode:
+    description: Can run in check mode and return changed status prediction without modifying the target.
+    support: full
+    details:
+      - Returns the plan (RV(removed) lists what would be removed, in order) and changes nothing, the ledger included.
+      - With O(measure_freed=true) the real run measures the disk after each batch, so it may stop earlier or go further
+        than the size-based estimate check mode can give.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
+    support: full
+    details:
+      - Before and after lists of image ids with their tags.
+  idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second run indicates no change.
+    support: full
+options:
+  mode:
+    description:
+      - V(threshold) is the kubelet's periodic image GC (max-age pass, then the high/low threshold pass).
+      - V(prune) is the kubelet's C(DeleteUnusedImages) (used under disk pressure) - every unused image older than
+        O(min_age) goes, whatever the disk usage; O(max_age) and the thresholds are not used.
+    type: str
+    choices: [threshold, prune]
+    default: threshold
+  high_threshold_percent:
+    description:
+      - Image filesystem usage at or above which the threshold pass runs (kubelet C(imageGCHighThresholdPercent)).
+      - Valid only when C(0 <= low < high <= 100).
+    type: int
+    default: 85
+  low_threshold_percent:
+    description: Usage the threshold pass frees down to (kubelet C(imageGCLowThresholdPercent)).
+    type: int
+    default: 80
+  min_age:
+    description:
+      - Images first detected less than this long ago are not removed by the threshold pass or by O(mode=prune)
+        (kubelet C(imageMinimumGCAge)); an age equal to O(min_age) is old enough.
+      - A Go duration such as V(90s), V(2m) or V(1h30m).
+    type: str
+    default: 2m
+  max_age:
+    description:
+      - Images not used for strictly longer than this are removed by the max-age pass of O(mode=threshold), whatever the
+        disk usage (kubelet C(imageMaximumGCAge)). V(0s) turns the pass off. When set it must exceed O(min_age).
+    type: str
+    default: 0s
+  keep_images:
+    description:
+      - Images never removed. Each entry is a full image id (V(sha256:...)), a short id (at least 12 hex digits), or a
+        glob over tags and repo digests such as V(registry.k8s.io/*), V(*/coredns:*) or V(docker.io/library/busybox:1.36).
+        Short names are matched in their normalised form too (V(busybox) is V(docker.io/library/busybox:latest)).
+    type: list
+    elements: str
+    default: []
+  ledger_path:
+    description:
+      - File (mode 0600) holding each image's C(first_detected) and C(last_used) across runs.
+      - The empty string disables it; every image is then first detected now, like after a kubelet restart.
+      - The node lock C(image-gc.lock) is kept in the same directory (V(/var/lib/kubenode-gc) without a ledger).
+    type: path
+    default: /var/lib/kubenode-gc/image-ledger.json
+  measure_freed:
+    description:
+      - Measure the image filesystem after each batch and stop the threshold pass when the measured usage is at or below
+        O(low_threshold_percent). With V(false), stop as the kubelet does, when the summed image sizes reach the amount
+        to free.
+    type: bool
+    default: true
+  fail_on_insufficient:
+    description:
+      - When the threshold pass cannot reach the low threshold, fail the task instead of returning RV(insufficient=true)
+        with a warning (both carry the kubelet's C(FreeDiskSpaceFailed) wording).
+    type: bool
+    default: false
+  max_removals:
+    description: Remove at most this many images in this run (a safety valve for waves). Unlimited when not set.
+    type: int
+  parallelism:
+    description:
+      - RemoveImage calls in flight at once. containerd batches concurrent removals into one content GC, so this is much
+        faster than one at a time. Batches in the threshold pass are sized to the remaining need.
+    type: int
+    default: 8
+  lock_timeout:
+    description: Seconds to wait for another image_gc run on the same node to finish before failing.
+    type: float
+    default: 300
+seealso:
+  - module: kubenode.gc.cri_info
+  - name: Kubernetes garbage collection of unused containers and images
+    description: The kubelet behaviour this module follows.
+    link: https://kubernetes.io/docs/concepts/architecture/garbage-collection/#containers-images
+"""
+
+EXAMPLES = r"""
+- name: Run the kubelet's image GC now, with its default policy
+  kubenode.gc.image_gc:
+  become: true
+
+- name: Free down to 70 % once usage reaches 80 %, keeping platform images
+  kubenode.gc.image_gc:
+    high_threshold_percent: 80
+    low_threshold_percent: 70
+    keep_images:
+      - registry.k8s.io/*
+      - "*/coredns:*"
+  become: true
+
+- name: Show what a prune of every unused image would remove
+  kubenode.gc.image_gc:
+    mode: prune
+  check_mode: true
+  become: true
+  register: plan
+
+- name: Remove images unused for a week, at most 50 per node
+  kubenode.gc.image_gc:
+    max_age: 168h
+    max_removals: 50
+  become: true
+"""
+
+RETURN = r"""
+removed:
+  description: Images removed (in check mode, that would be removed), in removal order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    id:
+      description: Image id.
+      type: str
+    repo_tags:
+      description: Tags the image had.
+      type: list
+      elements: str
+    size:
+      description: Size the runtime reported.
+      type: int
+    reason:
+      description: V(age) (max-age pass), V(space) (threshold pass) or V(prune).
+      type: str
+    first_detected:
+      description: When the image was first seen (RFC 3339, UTC).
+      type: str
+    last_used:
+      description: When a container last used it (RFC 3339, UTC), V(null) if never seen in use.
+      type: str
+  sample: [{"id": "sha256:00435ba0", "repo_tags": ["docker.io/library/app:1"], "size": 3052621, "reason": "space",
+            "first_detected": "2026-11-01T10:00:00.000000000Z", "last_used": null}]
+kept:
+  description: Images not removed, counted by the first reason that applies.
+  returned: always
+  type: dict
+  sample: {"in_use": 12, "pinned": 1, "sandbox": 1, "keep_list": 2, "too_young": 0, "recently_used": 0, "not_needed": 30}
+usage_before:
+  description: Image filesystem usage percent before the run (kubelet formula).
+  returned: always
+  type: int
+  sample: 87
+usage_after:
+  description: Usage after the run (measured; in check mode, estimated from the image sizes).
+  returned: always
+  type: int
+  sample: 79
+bytes_to_free:
+  description: What the threshold pass had to free (kubelet C(amountToFree)), 0 when usage was below the high threshold.
+  returned: always
+  type: int
+bytes_freed_estimated:
+  description: Sum of the removed images' sizes (what the kubelet would count).
+  returned: always
+  type: int
+bytes_freed_measured:
+  description: Growth of the filesystem's available bytes over the run; V(null) in check mode.
+  returned: always
+  type: int
+target_reached:
+  description: Whether usage is at or below the low threshold (or no threshold pass was needed).
+  returned: always
+  type: bool
+insufficient:
+  description: The threshold pass could not reach the low threshold (the kubelet's C(FreeDiskSpaceFailed)).
+  returned: always
+  type: bool
+errors:
+  description: Removals that failed, each with the image id and one sentence from the runtime.
+  returned: always
+  type: list
+  elements: dict
+rpc_calls:
+  description: CRI calls made, per method. Lists are read once; containers once more before each batch of removals.
+  returned: always
+  type: dict
+"""
+
+from ansible_collections.kubenode.gc.plugins.module_utils._common import AnsibleCriModule
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
+from ansible_collections.kubenode.gc.plugins.module_utils._image_gc import GcError, run
+from ansible_collections.kubenode.gc.plugins.module_utils._image_policy import PolicyError, validate_ages, validate_thresholds
+from ansible_collections.kubenode.gc.plugins.module_utils._ledger import LedgerError
+
+RESULT_KEYS = ("removed", "kept", "usage_before", "usage_after", "bytes_to_free", "bytes_freed_estimated", "bytes_freed_measured",
+               "target_reached", "insufficient", "errors")
+
+
+def main():
+    cri = AnsibleCriModule(
+        argument_spec=dict(
+            mode=dict(type="str", choices=["threshold", "prune"], default="threshold"),
+            high_threshold_percent=dict(type="int", default=85),
+            low_threshold_percent=dict(type="int", default=80),
+            min_age=dict(type="str", default="2m"),
+            max_age=dict(type="str", default="0s"),
+            keep_images=dict(type="list", elements="str", default=[]),
+            ledger_path=dict(type="path", default="/var/lib/kubenode-gc/image-ledger.json"),
+            measure_freed=dict(type="bool", default=True),
+            fail_on_insufficient=dict(type="bool", default=False),
+            max_removals=dict(type="int"),
+            parallelism=dict(type="int", default=8),
+            lock_timeout=dict(type="float", default=300.0),
+        ),
+        supports_check_mode=True,
+    )
+    p = cri.params
+    opts = dict(mode=p["mode"], high=p["high_threshold_percent"], low=p["low_threshold_percent"], keep_images=p["keep_images"],
+                ledger_path=p["ledger_path"] or "", measure_freed=p["measure_freed"], max_removals=p["max_removals"],
+                parallelism=p["parallelism"], lock_timeout=p["lock_timeout"])
+    try:
+        validate_thresholds(opts["high"], opts["low"])
+        for name in ("min_age", "max_age"):
+            try:
+                opts[name] = parse_duration(p[name])
+            except DurationError as exc:
+                raise PolicyError("%s %r is not a Go duration such as 90s or 1h30m: %s" % (name, p[name], exc))
+        validate_ages(opts["min_age"], opts["max_age"], format_duration)
+    except PolicyError as exc:
+        cri.fail(str(exc).rstrip(".") + ".")
+    if p["max_removals"] is not None and p["max_removals"] < 0:
+        cri.fail("max_removals must be 0 or more, got %d." % p["max_removals"])
+    if p["parallelism"] < 1:
+        cri.fail("parallelism must be 1 or more, got %d." % p["parallelism"])
+
+    try:
+        result = run(cri.client, opts, check_mode=cri.check_mode)
+    except GcError as exc:
+        partial = {k: exc.result[k] for k in RESULT_KEYS if k in exc.result}
+        cri.fail(str(exc), changed=bool(partial.get("removed")), **partial)
+    except (CriError, LedgerError) as exc:
+        cri.fail(str(exc))
+
+    for warning in result["warnings"]:
+        cri.module.warn(warning)
+    if result["insufficient"] and p["fail_on_insufficient"]:
+        cri.fail(result["warnings"][-1], changed=result["changed"], **{k: result[k] for k in RESULT_KEYS})
+    out = {k: result[k] for k in RESULT_KEYS}
+    if cri.module._diff:
+        out["diff"] = {"before": "\n".join(result["before"]) + "\n", "after": "\n".join(result["after"]) + "\n"}
+    cri.exit(changed=result["changed"], **out)
+
+
+if __name__ == "__main__":
+    main()

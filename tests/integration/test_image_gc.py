@@ -1,0 +1,276 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""kubenode.gc.image_gc against a real containerd on a small tmpfs: what is left in the runtime afterwards."""
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc, _ledger
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient
+from tests.harness.images import ImageSpec
+
+MIB = 1 << 20
+
+
+def tags_left(runtime):
+    return {r for r in runtime.ctr("images", "ls", "-q").split() if not r.startswith("sha256:")}
+
+
+def usage(runtime):
+    st = os.statvfs(runtime.imagefs_mountpoint)
+    return 100 - (st.f_bavail * 100) // st.f_blocks
+
+
+def gc(ansible, runtime, check=False, interpreter=None, **args):
+    args.setdefault("cri_endpoint", runtime.endpoint)
+    args.setdefault("ledger_path", "")
+    args.setdefault("min_age", "0s")
+    kwargs = {"check": check, "diff": True}
+    if interpreter:
+        kwargs["interpreter"] = interpreter
+    return ansible.module("kubenode.gc.image_gc", args, **kwargs)
+
+
+@pytest.fixture
+def mixed(runtime):
+    runtime.import_images(
+        [
+            ImageSpec("run:1", size=MIB),
+            ImageSpec("exited:1", size=MIB),
+            ImageSpec("created:1", size=MIB),
+            ImageSpec("registry.k8s.io/kept:1", size=MIB),
+            ImageSpec("junk-a:1", size=2 * MIB),
+            ImageSpec("junk-b:1", size=2 * MIB),
+            ImageSpec("junk-c:1", size=2 * MIB),
+        ]
+    )
+    pod = runtime.run_pod("app")
+    runtime.add_container(pod, "r", "run:1", "running")
+    runtime.add_container(pod, "e", "exited:1", "exited")
+    runtime.add_container(pod, "c", "created:1", "created")
+    return runtime
+
+
+PROTECTED = {"docker.io/library/run:1", "docker.io/library/exited:1", "docker.io/library/created:1", "registry.k8s.io/kept:1"}
+
+
+def test_prune_removes_only_unprotected_images_and_check_mode_predicts_it(ansible, mixed, interpreter):
+    runtime = mixed
+    before = tags_left(runtime)
+    plan = gc(ansible, runtime, check=True, interpreter=interpreter, mode="prune", keep_images=["registry.k8s.io/*"])
+    assert not plan.get("failed"), plan.get("msg")
+    assert tags_left(runtime) == before  # check mode changed nothing
+    assert plan["changed"] is True
+
+    real = gc(ansible, runtime, interpreter=interpreter, mode="prune", keep_images=["registry.k8s.io/*"])
+    assert not real.get("failed"), real.get("msg")
+    assert [r["id"] for r in real["removed"]] == [r["id"] for r in plan["removed"]]
+    assert {t for r in real["removed"] for t in r["repo_tags"]} == {"docker.io/library/junk-%s:1" % x for x in "abc"}
+    assert {r["reason"] for r in real["removed"]} == {"prune"}
+    assert tags_left(runtime) == PROTECTED | {runtime.sandbox_image}
+    assert real["kept"] == {"in_use": 3, "pinned": 0, "sandbox": 1, "keep_list": 1, "too_young": 0, "recently_used": 0, "not_needed": 0}
+    assert real["changed"] is True and real["errors"] == []
+    assert real["bytes_freed_estimated"] == sum(r["size"] for r in real["removed"])
+    assert real["bytes_freed_measured"] > 0
+    assert "junk-a:1" in real["diff"]["before"] and "junk-a:1" not in real["diff"]["after"]
+    # one read of each list, containers re-listed once per batch, never a per-image status call
+    assert real["rpc_calls"]["ListImages"] == 1 and real["rpc_calls"]["ImageFsInfo"] == 1
+    assert real["rpc_calls"]["ListContainers"] == 2 and real["rpc_calls"]["RemoveImage"] == 3
+    assert "ImageStatus" not in real["rpc_calls"] and "ContainerStatus" not in real["rpc_calls"]
+
+    again = gc(ansible, runtime, interpreter=interpreter, mode="prune", keep_images=["registry.k8s.io/*"])
+    assert again["changed"] is False and again["removed"] == []
+    assert tags_left(runtime) == PROTECTED | {runtime.sandbox_image}
+
+
+def test_sandbox_image_survives_prune_without_keep_list(ansible, mixed):
+    gc(ansible, mixed, mode="prune")
+    assert mixed.sandbox_image in tags_left(mixed)
+    assert "registry.k8s.io/kept:1" not in tags_left(mixed)
+
+
+def test_threshold_starts_exactly_at_high_and_stops_at_low(ansible, runtime):
+    runtime.import_images([ImageSpec("fill-%d:1" % n, size=4 * MIB, share_base=False) for n in range(8)])
+    now = usage(runtime)
+    assert now >= 20
+    below = gc(ansible, runtime, high_threshold_percent=now + 1, low_threshold_percent=now - 10)
+    assert below["changed"] is False and below["removed"] == [] and below["bytes_to_free"] == 0
+    assert below["kept"]["not_needed"] == 8 and below["usage_before"] == now
+
+    low = now - 15
+    hit = gc(ansible, runtime, high_threshold_percent=now, low_threshold_percent=low)
+    assert hit["changed"] is True and hit["usage_before"] == now
+    assert hit["target_reached"] is True and hit["insufficient"] is False
+    assert usage(runtime) <= low and hit["usage_after"] == usage(runtime)
+    # it stopped at low: not everything unused went
+    assert 0 < len(hit["removed"]) < 8
+    assert len(tags_left(runtime)) == 1 + 8 - len(hit["removed"])
+    assert {r["reason"] for r in hit["removed"]} == {"space"}
+
+
+def test_insufficient_reports_the_kubelet_wording_or_fails(ansible, runtime):
+    runtime.import_images([ImageSpec("busy:%d" % n, size=6 * MIB, share_base=False) for n in range(4)])
+    pod = runtime.run_pod("busy")
+    for n in range(4):
+        runtime.add_container(pod, "c%d" % n, "busy:%d" % n, "exited")
+    now = usage(runtime)
+    res = gc(ansible, runtime, high_threshold_percent=now, low_threshold_percent=0)
+    assert res["insufficient"] is True and res["target_reached"] is False and res["removed"] == []
+    assert not res.get("failed"), res.get("msg")
+    strict = gc(ansible, runtime, high_threshold_percent=now, low_threshold_percent=0, fail_on_insufficient=True)
+    assert strict["failed"] is True
+    assert strict["msg"].startswith("Insufficient free disk space on the node's image filesystem (%d%% of 128.0 MiB used)." % now)
+    assert "Failed to free sufficient space by deleting unused images (freed 0 bytes)." in strict["msg"]
+
+
+def test_ledger_survives_runs_and_changes_the_order(ansible, runtime, tmp_path):
+    ledger = str(tmp_path / "state" / "ledger.json")
+    runtime.import_images([ImageSpec("l-%s:1" % x, size=MIB) for x in "abcd"])
+    ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
+    full = usage(runtime)
+    common = dict(ledger_path=ledger, high_threshold_percent=100, low_threshold_percent=99)
+
+    # run 1: l-c is used -> last_used = t1
+    pod = runtime.run_pod("p1")
+    cid = runtime.add_container(pod, "x", "l-c:1", "exited")
+    assert gc(ansible, runtime, **common)["removed"] == []
+    runtime.client.remove_container(cid)
+    # run 2: l-a is used -> last_used = t2 > t1
+    cid = runtime.add_container(pod, "y", "l-a:1", "exited")
+    assert gc(ansible, runtime, **common)["removed"] == []
+    runtime.client.remove_container(cid)
+    assert os.stat(ledger).st_mode & 0o777 == 0o600
+    with open(ledger, encoding="utf-8") as f:
+        records = json.load(f)["images"]
+    assert 0 < records[ids["docker.io/library/l-c:1"]]["last_used"] < records[ids["docker.io/library/l-a:1"]]["last_used"]
+
+    # never used (by first_detected, then id), then l-c, then l-a
+    plan = gc(ansible, runtime, check=True, mode="prune", ledger_path=ledger)
+    order = [r["repo_tags"][0] for r in plan["removed"]]
+    never = sorted(["docker.io/library/l-b:1", "docker.io/library/l-d:1"], key=lambda t: ids[t])
+    assert order == never + ["docker.io/library/l-c:1", "docker.io/library/l-a:1"]
+    assert plan["removed"][-1]["last_used"] is not None and plan["removed"][0]["last_used"] is None
+    # without the ledger every image is new: order by id only
+    fresh = gc(ansible, runtime, check=True, mode="prune")
+    assert [r["id"] for r in fresh["removed"]] == sorted(ids[t] for t in order)
+    # check mode did not touch the ledger
+    with open(ledger, encoding="utf-8") as f:
+        assert json.load(f)["images"] == records
+    assert usage(runtime) == full
+
+    # the real prune follows the plan and drops the records of removed images
+    real = gc(ansible, runtime, mode="prune", ledger_path=ledger)
+    assert [r["repo_tags"][0] for r in real["removed"]] == order
+    with open(ledger, encoding="utf-8") as f:
+        assert set(json.load(f)["images"]) == {i.id for i in runtime.client.list_images()}
+
+
+def test_shared_layers_measured_freeing_keeps_going_to_the_target(ansible, runtime):
+    # every image is 10 MiB by its size, but 8 MiB of it is one layer they all share
+    runtime.import_images([ImageSpec("shared-%d:1" % n, size=2 * MIB, shared_size=8 * MIB) for n in range(6)])
+    now = usage(runtime)
+    low = now - 6  # about 7.7 MiB on 128 MiB: one image by its size, three or more by what removing it frees
+    res = gc(ansible, runtime, high_threshold_percent=now, low_threshold_percent=low)
+    assert not res.get("failed"), res.get("msg")
+    assert res["target_reached"] is True and usage(runtime) <= low
+    assert len(res["removed"]) >= 2
+    assert res["bytes_freed_measured"] < res["bytes_freed_estimated"]
+    # the kubelet's way stops after the first image, short of the target
+    runtime.reset()
+    runtime.import_images([ImageSpec("shared-%d:1" % n, size=2 * MIB, shared_size=8 * MIB) for n in range(6)])
+    kubelet = gc(ansible, runtime, high_threshold_percent=now, low_threshold_percent=low, measure_freed=False)
+    assert len(kubelet["removed"]) == 1 and usage(runtime) > low
+
+
+def test_max_age_pass_uses_the_ledger(ansible, runtime, tmp_path):
+    runtime.import_images([ImageSpec("stale:1"), ImageSpec("fresh:1")])
+    ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
+    now = __import__("time").time_ns()
+    hour = 3600 * 10**9
+    ledger = tmp_path / "l.json"
+    ledger.write_text(json.dumps({"version": 1, "created": now - 3 * hour, "images": {
+        ids["docker.io/library/stale:1"]: {"first_detected": now - 3 * hour, "last_used": now - 2 * hour},
+        ids["docker.io/library/fresh:1"]: {"first_detected": now - 3 * hour, "last_used": now - 10 * 60 * 10**9},
+    }}))
+    res = gc(ansible, runtime, ledger_path=str(ledger), max_age="1h", min_age="2m", high_threshold_percent=100, low_threshold_percent=99)
+    assert [(r["repo_tags"], r["reason"]) for r in res["removed"]] == [(["docker.io/library/stale:1"], "age")]
+    assert tags_left(runtime) == {"docker.io/library/fresh:1", runtime.sandbox_image}
+    # a ledger younger than max_age does not run the pass (the kubelet's uptime rule)
+    runtime.import_images([ImageSpec("stale2:1")])
+    young = tmp_path / "young.json"
+    res = gc(ansible, runtime, ledger_path=str(young), max_age="1h", high_threshold_percent=100, low_threshold_percent=99)
+    assert res["removed"] == []
+
+
+def test_min_age_keeps_new_images(ansible, runtime, tmp_path):
+    runtime.import_images([ImageSpec("young-%d:1" % n) for n in range(3)])
+    res = gc(ansible, runtime, mode="prune", min_age="1h", ledger_path=str(tmp_path / "l.json"))
+    assert res["removed"] == [] and res["kept"]["too_young"] == 3 and res["changed"] is False
+    assert len(tags_left(runtime)) == 4
+
+
+class RacingClient(CriClient):
+    """Starts a container using ``image`` right after the plan, before the first removal batch (as the kubelet could)."""
+
+    def __init__(self, endpoint, runtime, image):
+        super().__init__(endpoint)
+        self.runtime, self.image, self.lists = runtime, image, 0
+
+    def list_containers(self):
+        self.lists += 1
+        if self.lists == 2:
+            self.runtime.add_container(self.runtime.run_pod("late"), "late", self.image, "created")
+        return super().list_containers()
+
+
+def test_image_that_comes_into_use_after_the_plan_is_kept(runtime):
+    runtime.import_images([ImageSpec("race-%d:1" % n) for n in range(3)])
+    client = RacingClient(runtime.endpoint, runtime, "race-1:1")
+    opts = dict(mode="prune", high=85, low=80, min_age=0, max_age=0, keep_images=[], ledger_path="", measure_freed=True,
+                fail_on_insufficient=False, max_removals=None, parallelism=8, lock_timeout=5)
+    res = _image_gc.run(client, opts)
+    assert {t for r in res["removed"] for t in r["repo_tags"]} == {"docker.io/library/race-0:1", "docker.io/library/race-2:1"}
+    assert "docker.io/library/race-1:1" in tags_left(runtime)
+    assert res["kept"]["in_use"] == 1 and any("race-1:1" in w for w in res["warnings"])
+
+
+def test_second_concurrent_run_waits_then_fails_clearly(ansible, runtime, tmp_path):
+    ledger = tmp_path / "l.json"
+    lock = _ledger.NodeLock(str(tmp_path / "image-gc.lock"), 1)
+    with lock:
+        res = gc(ansible, runtime, mode="prune", ledger_path=str(ledger), lock_timeout=1)
+    assert res["failed"] is True
+    lock_path = tmp_path / "image-gc.lock"
+    assert res["msg"] == "Another kubenode.gc image_gc run holds the node lock %s; gave up waiting after 1 seconds (lock_timeout)." % lock_path
+    after = gc(ansible, runtime, mode="prune", ledger_path=str(ledger), lock_timeout=1)
+    assert not after.get("failed"), after.get("msg")
+
+
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (dict(high_threshold_percent=80, low_threshold_percent=80),
+         "invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) 80 must be less than "
+         "imageGCHighThresholdPercent (--image-gc-high-threshold) 80."),
+        (dict(high_threshold_percent=101),
+         "invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) 101 must be between 0 and 100, inclusive."),
+        (dict(min_age="2 minutes"),
+         "min_age '2 minutes' is not a Go duration such as 90s or 1h30m: time: unknown unit \" minutes\" in duration \"2 minutes\"."),
+        (dict(min_age="2m", max_age="1m"), "invalid configuration: imageMaximumGCAge 1m0s must be greater than imageMinimumGCAge 2m0s."),
+        (dict(parallelism=0), "parallelism must be 1 or more, got 0."),
+    ],
+)
+def test_bad_input_fails_in_one_sentence_and_changes_nothing(ansible, mixed, args, msg):
+    before = tags_left(mixed)
+    res = gc(ansible, mixed, mode="prune", **args)
+    assert res["failed"] is True and res["msg"] == msg
+    assert tags_left(mixed) == before
+
+
+def test_containerd_down_is_a_clear_failure(ansible, tmp_path):
+    res = ansible.module("kubenode.gc.image_gc", {"cri_endpoint": "unix://%s/gone.sock" % tmp_path, "ledger_path": ""})
+    assert res["failed"] is True
+    assert res["msg"] == "CRI endpoint unix://%s/gone.sock is unusable for Version: socket %s/gone.sock does not exist." % (tmp_path, tmp_path)
