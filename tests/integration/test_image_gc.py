@@ -9,7 +9,7 @@ import os
 import pytest
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc, _ledger
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient, CriError
 from tests.harness.images import ImageSpec
 
 MIB = 1 << 20
@@ -181,8 +181,11 @@ def test_shared_layers_measured_freeing_keeps_going_to_the_target(ansible, runti
     # the kubelet's way stops after the first image, short of the target
     runtime.reset()
     runtime.import_images([ImageSpec("shared-%d:1" % n, size=2 * MIB, shared_size=8 * MIB) for n in range(6)])
+    plan = gc(ansible, runtime, check=True, high_threshold_percent=now, low_threshold_percent=low, measure_freed=False)
     kubelet = gc(ansible, runtime, high_threshold_percent=now, low_threshold_percent=low, measure_freed=False)
     assert len(kubelet["removed"]) == 1 and usage(runtime) > low
+    # without measuring, check mode's plan is exactly what the real run removes
+    assert [r["id"] for r in plan["removed"]] == [r["id"] for r in kubelet["removed"]]
 
 
 def test_max_age_pass_uses_the_ledger(ansible, runtime, tmp_path):
@@ -235,6 +238,44 @@ def test_image_that_comes_into_use_after_the_plan_is_kept(runtime):
     assert {t for r in res["removed"] for t in r["repo_tags"]} == {"docker.io/library/race-0:1", "docker.io/library/race-2:1"}
     assert "docker.io/library/race-1:1" in tags_left(runtime)
     assert res["kept"]["in_use"] == 1 and any("race-1:1" in w for w in res["warnings"])
+
+
+class _RefusedRemoval:
+    def __init__(self, endpoint):
+        self.endpoint = endpoint
+
+    def result(self):
+        raise CriError("CRI endpoint %s failed RemoveImage: snapshot is still mounted (UNKNOWN)." % self.endpoint, self.endpoint, "RemoveImage", "UNKNOWN")
+
+
+class FailingClient(CriClient):
+    """RemoveImage of one image fails, as a runtime that refuses a removal would (containerd itself
+    answers success for anything it cannot find, so the refusal is simulated here; the rest is real)."""
+
+    def __init__(self, endpoint, bad_id):
+        super().__init__(endpoint)
+        self.bad_id = bad_id
+
+    def call_async(self, method, **fields):
+        if method == "RemoveImage" and fields["image"]["image"] == self.bad_id:
+            self._count(method)
+            return _RefusedRemoval(self.endpoint)
+        return super().call_async(method, **fields)
+
+
+def test_failed_removal_does_not_stop_the_walk(runtime):
+    runtime.import_images([ImageSpec("fail-%d:1" % n) for n in range(4)])
+    ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
+    bad = ids["docker.io/library/fail-1:1"]
+    opts = dict(mode="prune", high=85, low=80, min_age=0, max_age=0, keep_images=[], ledger_path="", measure_freed=True,
+                fail_on_insufficient=False, max_removals=None, parallelism=2, lock_timeout=5)
+    with pytest.raises(_image_gc.GcError) as err:
+        _image_gc.run(FailingClient(runtime.endpoint, bad), opts)
+    result = err.value.result
+    assert str(err.value).startswith("Removing 1 image(s) failed: CRI endpoint %s failed RemoveImage: " % runtime.endpoint)
+    assert [e["id"] for e in result["errors"]] == [bad]
+    assert {t for r in result["removed"] for t in r["repo_tags"]} == {"docker.io/library/fail-%d:1" % n for n in (0, 2, 3)}
+    assert tags_left(runtime) == {"docker.io/library/fail-1:1", runtime.sandbox_image}
 
 
 def test_second_concurrent_run_waits_then_fails_clearly(ansible, runtime, tmp_path):
