@@ -86,6 +86,14 @@ def test_prune_removes_only_unprotected_images_and_check_mode_predicts_it(ansibl
     assert tags_left(runtime) == PROTECTED | {runtime.sandbox_image}
 
 
+def test_max_removals_caps_the_run(ansible, mixed):
+    plan = gc(ansible, mixed, check=True, mode="prune")
+    res = gc(ansible, mixed, mode="prune", max_removals=2)
+    assert [r["id"] for r in res["removed"]] == [r["id"] for r in plan["removed"]][:2]
+    assert res["kept"]["not_needed"] == len(plan["removed"]) - 2
+    assert len(tags_left(mixed)) == 1 + 7 - 2
+
+
 def test_sandbox_image_survives_prune_without_keep_list(ansible, mixed):
     gc(ansible, mixed, mode="prune")
     assert mixed.sandbox_image in tags_left(mixed)
