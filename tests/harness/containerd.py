@@ -291,16 +291,6 @@ class EmbeddedContainerd:
                 raise RuntimeError("CRI does not list imported images %s" % sorted(want - have))
             time.sleep(0.1)
 
-    def ctr_image_ids(self):
-        """Image config digests as ctr sees them (the CRI image ids)."""
-        out = self.ctr("images", "ls")
-        ids = set()
-        for line in out.splitlines()[1:]:
-            fields = line.split()
-            if len(fields) > 2 and fields[0].startswith("sha256:") is False:
-                ids.add(fields[0])
-        return ids
-
     # -- pods --------------------------------------------------------------
 
     def pod_config(self, name, namespace="default", uid=None, attempt=0):
