@@ -234,11 +234,17 @@ class CriClient:
             msg = "CRI endpoint %s failed %s: %s (%s)." % (self.endpoint, method, details, name)
         return CriError(msg, self.endpoint, method, name)
 
-    def call(self, method, **fields):
-        """Make one unary RPC; ``fields`` become the request message (nested dicts allowed)."""
-        fn, request_cls = self._prepare(method)
+    def _request(self, method, fields):
+        """Connect if needed, build the request from ``fields`` and count the call."""
+        self._connect(method)
+        fn, request_cls = self._callable(method)
         request = _build(request_cls, fields)
         self._count(method)
+        return fn, request
+
+    def call(self, method, **fields):
+        """Make one unary RPC; ``fields`` become the request message (nested dicts allowed)."""
+        fn, request = self._request(method, fields)
         try:
             return fn(request, timeout=self.timeout)
         except grpc.RpcError as exc:
@@ -246,14 +252,8 @@ class CriClient:
 
     def call_async(self, method, **fields):
         """Start one unary RPC and return a future; ``result()`` raises CriError."""
-        fn, request_cls = self._prepare(method)
-        request = _build(request_cls, fields)
-        self._count(method)
+        fn, request = self._request(method, fields)
         return _Future(self, method, fn.future(request, timeout=self.timeout))
-
-    def _prepare(self, method):
-        self._connect(method)
-        return self._callable(method)
 
     def close(self):
         if self._channel is not None:

@@ -27,6 +27,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
     read_node,
     rfc3339,
     statvfs_usage,
+    usage_percent,
 )
 
 LOCK_NAME = "image-gc.lock"
@@ -157,19 +158,19 @@ def _run(client, opts, check_mode, now, statvfs):
         result["removed"] = removed
         result["bytes_freed_estimated"] = sum(r["size"] for r in removed)
         if capacity:
-            result["usage_after"] = policy.usage_percent(capacity, available + result["bytes_freed_estimated"])
+            result["usage_after"] = usage_percent(capacity, available + result["bytes_freed_estimated"])
         if plan.threshold_hit and plan.estimated_short:
             _insufficient(result, plan, capacity, sum(i["size"] for i in plan.space))
         _finish(result, images)
         return result
 
-    executor = _Executor(client, opts, result, records)
+    executor = _Executor(client, opts, result)
     executor.remove(plan.age, "age")
     if opts["mode"] == "prune":
         executor.remove(plan.space, "prune")
     elif plan.threshold_hit:
         budget = None if opts["max_removals"] is None else max(0, opts["max_removals"] - len(result["removed"]))
-        target_available = (capacity * (100 - opts["low"])) // 100
+        target_available = policy.target_available(capacity, opts["low"])
         if opts["measure_freed"]:
             def remaining():
                 return target_available - min(statvfs(mountpoint)["available_bytes"], capacity)
@@ -187,8 +188,7 @@ def _run(client, opts, check_mode, now, statvfs):
     # one reason per image not removed: what the plan protected or skipped, races, and the rest not needed
     kept = result["kept"]
     kept["in_use"] += len(executor.raced)
-    kept["not_needed"] = 0
-    kept["not_needed"] = len(images) - len(result["removed"]) - len(result["errors"]) - sum(kept.values())
+    kept["not_needed"] = len(images) - len(result["removed"]) - len(result["errors"]) - sum(v for k, v in kept.items() if k != "not_needed")
     for img in executor.raced:
         result["warnings"].append("Image %s came into use during the run and was kept." % _describe(img))
 
@@ -232,19 +232,17 @@ def _entry(img, reason):
 class _Executor:
     """Removes images in concurrent batches, re-listing containers before each batch."""
 
-    def __init__(self, client, opts, result, records):
+    def __init__(self, client, opts, result):
         self.client = client
         self.parallelism = max(1, opts["parallelism"])
         self.result = result
-        self.records = records
         self.raced = []
         self.freed_by_reason = {"age": 0, "space": 0, "prune": 0}
 
     def _still_unused(self, batch):
         """Drop images a container started using since the plan (race with the kubelet)."""
         containers = read_containers(self.client, [])
-        images = [dict(i, used_by=[]) for i in batch]
-        users = image_users(images, containers)
+        users = image_users(batch, containers)
         keep = [i for i in batch if i["id"] not in users]
         self.raced.extend(i for i in batch if i["id"] in users)
         return keep

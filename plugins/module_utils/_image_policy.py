@@ -22,6 +22,8 @@ Times are integer nanoseconds since the epoch; 0 means "never" (Go's zero time).
 
 from __future__ import annotations
 
+from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import usage_percent
+
 KEPT_REASONS = ("in_use", "pinned", "sandbox", "keep_list", "too_young", "recently_used", "not_needed")
 
 
@@ -143,15 +145,14 @@ def space_eligible(img, free_time, min_age):
     return None
 
 
-def usage_percent(capacity, available):
-    available = min(available, capacity)
-    return 100 - (available * 100) // capacity
+def target_available(capacity, low):
+    """Available bytes at which usage is down to ``low``: floor(capacity*(100-low)/100)."""
+    return (capacity * (100 - low)) // 100
 
 
 def bytes_to_free(capacity, available, low):
     """amountToFree = floor(capacity*(100-low)/100) - available (may be <= 0)."""
-    available = min(available, capacity)
-    return (capacity * (100 - low)) // 100 - available
+    return target_available(capacity, low) - min(available, capacity)
 
 
 class Plan:
