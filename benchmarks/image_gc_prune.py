@@ -45,8 +45,7 @@ def main():
         ctrd.import_images([ImageSpec("bench-gc-%04d:1" % i) for i in range(n)])
         client = type(ctrd.client)(ctrd.endpoint)
         with tempfile.TemporaryDirectory() as tmp:
-            opts = dict(mode="prune", high=85, low=80, min_age=0, max_age=0, keep_images=[], ledger_path=os.path.join(tmp, "ledger.json"),
-                        measure_freed=True, fail_on_insufficient=False, max_removals=None, parallelism=args.parallelism, lock_timeout=5)
+            opts = _image_gc.options(mode="prune", min_age=0, ledger_path=os.path.join(tmp, "ledger.json"), parallelism=args.parallelism)
             start = time.perf_counter()
             result = _image_gc.run(client, opts)
             module = time.perf_counter() - start

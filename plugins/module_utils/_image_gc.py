@@ -42,6 +42,17 @@ class GcError(Exception):
         self.result = result or {}
 
 
+def options(**overrides):
+    """Options for run(): the module's defaults (durations in ns, no ledger), then ``overrides``."""
+    opts = dict(mode="threshold", high=85, low=80, min_age=120 * 10**9, max_age=0, keep_images=[], ledger_path="", measure_freed=True,
+                fail_on_insufficient=False, max_removals=None, parallelism=8, lock_timeout=300.0)
+    unknown = set(overrides) - set(opts)
+    if unknown:
+        raise TypeError("unknown image_gc options: %s" % ", ".join(sorted(unknown)))
+    opts.update(overrides)
+    return opts
+
+
 def keep_matcher(patterns):
     """A predicate: does an image match any keep pattern (full/short id, repo:tag glob, repo digest)?"""
     if not patterns:
