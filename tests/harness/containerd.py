@@ -308,8 +308,10 @@ class EmbeddedContainerd:
         os.makedirs(config["log_directory"], exist_ok=True)
         return self.client.run_pod_sandbox(config), config
 
-    def add_container(self, sandbox, name, image, state="running", attempt=0, command=None):
-        """Create a container in a pod and bring it to ``state`` (running, exited or created); return its id."""
+    def add_container(self, sandbox, name, image, state="running", attempt=0, command=None, link_dir=None):
+        """Create a container in a pod and bring it to ``state`` (running, exited or created); return its id.
+
+        With ``link_dir``, also make the kubelet's legacy symlink <pod>_<ns>_<name>-<id>.log to its log file there."""
         sandbox_id, pod = sandbox
         if command is None:
             command = ["/bin/true"] if state == "exited" else ["/bin/sleep", "2147483647"]
@@ -334,6 +336,11 @@ class EmbeddedContainerd:
             self.wait_for_state(cid, "CONTAINER_EXITED")
         elif state == "running":
             self.wait_for_state(cid, "CONTAINER_RUNNING")
+        if link_dir:
+            meta = pod["metadata"]
+            os.makedirs(link_dir, exist_ok=True)
+            link = os.path.join(link_dir, "%s_%s_%s-%s.log" % (meta["name"], meta["namespace"], name, cid))
+            os.symlink(os.path.join(pod["log_directory"], config["log_path"]), link)
         return cid
 
     def wait_for_state(self, cid, state, timeout=20):

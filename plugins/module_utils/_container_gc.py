@@ -1,0 +1,199 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""One container_gc run: read the node, plan with _container_policy, remove, report.
+
+No Ansible here. Log files are found from the kubelet's layout
+(``<pod_logs_dir>/<namespace>_<pod>_<uid>/<container>/<attempt>.log`` and rotated copies, and the
+legacy symlink ``<container_logs_dir>/<pod>_<namespace>_<container>-<id>.log``), so no per-container
+status call is needed.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import os
+import shutil
+import time
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _container_policy as policy
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import read_containers, read_node
+
+KEPT_KEYS = ("running", "too_young", "within_limits", "sandbox_ready", "sandbox_in_use", "sandbox_newest")
+
+
+def options(**overrides):
+    """Options for run(): the module's defaults (min_age in ns), then ``overrides``."""
+    opts = dict(min_age=60 * 10**9, max_per_pod_container=1, max_containers=-1, sandboxes=True, logs=True, pod_logs_dir="/var/log/pods",
+                container_logs_dir="/var/log/containers", active_pod_uids=None, evict_terminated_pods=False)
+    unknown = set(overrides) - set(opts)
+    if unknown:
+        raise TypeError("unknown container_gc options: %s" % ", ".join(sorted(unknown)))
+    opts.update(overrides)
+    return opts
+
+
+def log_link_name(c):
+    """The kubelet's legacy symlink name: <pod>_<namespace>_<container>-<id>, truncated to 251 bytes, plus .log."""
+    base = "%s_%s_%s-%s" % (c["pod_name"], c["pod_namespace"], c["name"], c["id"])
+    return base.encode()[:251].decode(errors="ignore") + ".log"
+
+
+def container_log_paths(c, opts):
+    """Existing log files of a container (current and rotated) and its legacy symlink."""
+    pod_dir = os.path.join(opts["pod_logs_dir"], "%s_%s_%s" % (c["pod_namespace"], c["pod_name"], c["pod_uid"]))
+    current = os.path.join(pod_dir, c["name"], "%d.log" % c["attempt"])
+    paths = sorted(p for p in [current] + glob.glob(glob.escape(current) + ".*") if os.path.lexists(p))
+    link = os.path.join(opts["container_logs_dir"], log_link_name(c))
+    if os.path.lexists(link):
+        paths.append(link)
+    return paths
+
+
+def dangling_links(directory):
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return []
+    return [n for n in names if n.endswith(".log") and os.path.islink(os.path.join(directory, n)) and not os.path.exists(os.path.join(directory, n))]
+
+
+def pod_log_dirs(directory):
+    try:
+        return sorted(n for n in os.listdir(directory) if os.path.isdir(os.path.join(directory, n)))
+    except FileNotFoundError:
+        return []
+
+
+def _container_entry(c):
+    return {k: c[k] for k in ("id", "pod_uid", "pod_name", "name", "state", "created_at", "reason")}
+
+
+def _sandbox_entry(s):
+    return {"id": s["id"], "pod_uid": s["uid"], "pod_name": s["name"], "pod_namespace": s["namespace"], "state": s["state"],
+            "created_at": s["created_at"], "reason": s["reason"]}
+
+
+def run(client, opts, check_mode=False, now=None):
+    node = read_node(client, ("containers", "sandboxes"))
+    containers, sandboxes = node["containers"], node["sandboxes"]
+    now = now if now is not None else time.time_ns()
+
+    active = None if opts["active_pod_uids"] is None else set(opts["active_pod_uids"])
+
+    def deleted(uid):
+        # without the list of live pods, no pod is treated as deleted (the kubelet before all sources are ready)
+        return active is not None and uid not in active
+
+    ready_pods = {s["uid"] for s in sandboxes if s["state"] == "ready"} | {c["pod_uid"] for c in containers if c["state"] == "running"}
+
+    def terminated(uid):
+        # node-local: no ready sandbox and no running container left (or deleted); like deletion, it needs the
+        # list of live pods (the kubelet decides it only once all pod sources are ready)
+        return active is not None and (deleted(uid) or uid not in ready_pods)
+
+    pods = dict(deleted=deleted, terminated=terminated, evict_terminated=opts["evict_terminated_pods"])
+    to_remove, kept_c = policy.plan_containers(containers, now, opts["min_age"], opts["max_per_pod_container"], opts["max_containers"], **pods)
+
+    result = {"removed_containers": [], "removed_sandboxes": [], "removed_log_paths": [], "errors": []}
+    kept = dict.fromkeys(KEPT_KEYS, 0)
+    kept.update(kept_c)
+
+    if check_mode:
+        gone = {c["id"] for c in to_remove}
+        result["removed_containers"] = [_container_entry(c) for c in to_remove]
+        for c in to_remove:
+            result["removed_log_paths"] += container_log_paths(c, opts)
+        remaining = [c for c in containers if c["id"] not in gone]
+    else:
+        for c in to_remove:
+            if _remove_container(client, c, opts, result):
+                result["removed_containers"].append(_container_entry(c))
+        remaining = read_containers(client, sandboxes) if to_remove else containers
+
+    if opts["sandboxes"]:
+        sb_remove, kept_s = policy.plan_sandboxes(sandboxes, remaining, **pods)
+        for reason, count in kept_s.items():
+            kept["sandbox_" + reason] = count
+        for s in sb_remove:
+            if check_mode or _remove_sandbox(client, s, result):
+                result["removed_sandboxes"].append(_sandbox_entry(s))
+
+    if opts["logs"]:
+        if active is not None:
+            for name in policy.plan_pod_log_dirs(pod_log_dirs(opts["pod_logs_dir"]), deleted):
+                path = os.path.join(opts["pod_logs_dir"], name)
+                if check_mode or _remove_path(path, result, tree=True):
+                    result["removed_log_paths"].append(path)
+        links = dangling_links(opts["container_logs_dir"])
+        for name in policy.plan_container_log_links(links, remaining):
+            path = os.path.join(opts["container_logs_dir"], name)
+            if path not in result["removed_log_paths"] and (check_mode or _remove_path(path, result)):
+                result["removed_log_paths"].append(path)
+
+    result["kept"] = kept
+    result["changed"] = bool(result["removed_containers"] or result["removed_sandboxes"] or result["removed_log_paths"])
+    removed_c = {c["id"] for c in result["removed_containers"]}
+    removed_s = {s["id"] for s in result["removed_sandboxes"]}
+    result["diff"] = {
+        "before": {"containers": sorted(c["id"] for c in containers), "sandboxes": sorted(s["id"] for s in sandboxes)},
+        "after": {"containers": sorted(c["id"] for c in containers if c["id"] not in removed_c),
+                  "sandboxes": sorted(s["id"] for s in sandboxes if s["id"] not in removed_s)},
+    }
+    return result
+
+
+def _remove_path(path, result, tree=False):
+    try:
+        if tree:
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return False
+        result["errors"].append({"id": path, "msg": "Cannot remove %s: %s." % (path, exc.strerror or exc)})
+        return False
+    return True
+
+
+def _remove_container(client, c, opts, result):
+    """Stop an UNKNOWN container first, remove its logs, then the container; False (and an error) when skipped."""
+    try:
+        if c["state"] == "unknown":
+            client.stop_container(c["id"], 0)
+    except CriError as exc:
+        result["errors"].append({"id": c["id"], "msg": "Container %s is in unknown state and could not be stopped, so it was kept: %s" % (c["id"], exc)})
+        return False
+    paths = container_log_paths(c, opts)
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            result["errors"].append({"id": c["id"], "msg": "Cannot remove log %s of container %s, so it was kept: %s." % (path, c["id"], exc.strerror or exc)})
+            return False
+        result["removed_log_paths"].append(path)
+    try:
+        client.remove_container(c["id"])
+    except CriError as exc:
+        result["errors"].append({"id": c["id"], "msg": str(exc)})
+        return False
+    return True
+
+
+def _remove_sandbox(client, s, result):
+    try:
+        client.stop_pod_sandbox(s["id"])
+        client.remove_pod_sandbox(s["id"])
+    except CriError as exc:
+        result["errors"].append({"id": s["id"], "msg": str(exc)})
+        return False
+    return True

@@ -1,0 +1,237 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: container_gc
+short_description: Garbage-collect dead containers, pod sandboxes and container logs with the kubelet's semantics over the CRI
+version_added: 0.1.0
+description:
+  - Does what the kubelet's container garbage collector does, on demand, as a first-class policy (the kubelet's knobs are
+    deprecated command-line flags with no configuration-file equivalent).
+  - Dead containers (any state but running) created at least O(min_age) ago are grouped by pod uid and container name.
+    Containers of deleted pods go first; then each group keeps its newest O(max_per_pod_container); then, when more than
+    O(max_containers) are left on the node, each group keeps C(max(1, max_containers / groups)) and the oldest go,
+    node-wide, until O(max_containers) are left.
+  - By default the last dead container of every pod survives, so C(kubectl logs --previous) and restart counts keep
+    working, unlike C(crictl rm $(crictl ps -a -q --state exited)).
+  - Running containers and ready sandboxes are never touched. A container in unknown state is stopped before removal
+    and kept when the stop fails. A container's log files and its C(/var/log/containers) symlink are removed before
+    the container.
+  - Differences from the kubelet, on purpose.
+    The kubelet knows which pods exist from the API server; this module knows only what O(active_pod_uids) says.
+    Without it, no pod is treated as deleted (only the limits and the keep-newest-sandbox rule apply), which is safe
+    without API access.
+    A pod counts as terminated (for O(evict_terminated_pods)) when it has no ready sandbox and no running container left,
+    or is deleted.
+    Log files are located from the kubelet's directory layout instead of one C(ContainerStatus) call per container, and
+    dangling symlinks are judged from one container list, so the number of CRI calls does not grow with the node.
+    Ties the kubelet leaves to an unstable sort are broken by id.
+author:
+  - kubenode.gc contributors (@kubenode)
+extends_documentation_fragment:
+  - kubenode.gc.cri
+  - kubenode.gc.cri.ACTIONGROUP_CRI
+attributes:
+  check_mode:
+    description: Can run in check mode and return changed status prediction without modifying the target.
+    support: full
+    details:
+      - Returns the exact plan (what would be removed, in order) and changes nothing.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
+    support: full
+    details:
+      - Before and after lists of container and sandbox ids.
+  idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second run indicates no change.
+    support: full
+options:
+  min_age:
+    description:
+      - Containers created less than this long ago are never removed (kubelet C(--minimum-container-ttl-duration)).
+        A Go duration such as V(1m) or V(1h30m).
+    type: str
+    default: 1m
+  max_per_pod_container:
+    description:
+      - Dead containers kept per pod and container name (kubelet C(--maximum-dead-containers-per-container)).
+        A negative number means no limit.
+    type: int
+    default: 1
+  max_containers:
+    description: Dead containers kept on the node (kubelet C(--maximum-dead-containers)). A negative number means no limit.
+    type: int
+    default: -1
+  sandboxes:
+    description:
+      - Remove pod sandboxes that are not ready and that no container references, keeping the newest sandbox of every
+        pod that still exists (all of them go for deleted pods).
+    type: bool
+    default: true
+  logs:
+    description:
+      - Remove dangling C(*.log) symlinks in O(container_logs_dir) whose container is gone or exited, and, when
+        O(active_pod_uids) is given, the log directories of deleted pods in O(pod_logs_dir).
+    type: bool
+    default: true
+  pod_logs_dir:
+    description: The kubelet's pod log directory (C(podLogsDir)).
+    type: path
+    default: /var/log/pods
+  container_logs_dir:
+    description: The directory of the kubelet's legacy container log symlinks.
+    type: path
+    default: /var/log/containers
+  active_pod_uids:
+    description:
+      - The uids of the pods that still exist, for example from C(kubernetes.core.k8s_info) with a
+        C(spec.nodeName=<node>) field selector. Every pod seen on the node but missing from this list is deleted - all its
+        dead containers, its sandboxes and its pod log directory go.
+      - When not given, no pod is treated as deleted.
+    type: list
+    elements: str
+  evict_terminated_pods:
+    description:
+      - The kubelet's eviction-time behaviour (C(evictNonDeletedPods)) - dead containers and not-ready sandboxes of
+        terminated pods go too. Takes effect only with O(active_pod_uids).
+    type: bool
+    default: false
+seealso:
+  - module: kubenode.gc.image_gc
+  - module: kubenode.gc.cri_info
+"""
+
+EXAMPLES = r"""
+- name: Run the kubelet's container GC with its default policy
+  kubenode.gc.container_gc:
+  become: true
+
+- name: List this node's pods from the API server
+  kubernetes.core.k8s_info:
+    kind: Pod
+    field_selectors:
+      - spec.nodeName={{ inventory_hostname }}
+  delegate_to: localhost
+  register: node_pods
+
+- name: Remove everything left of deleted pods, keep two dead containers per container otherwise
+  kubenode.gc.container_gc:
+    active_pod_uids: "{{ node_pods.resources | map(attribute='metadata.uid') | list }}"
+    max_per_pod_container: 2
+  become: true
+
+- name: Show what would go, without changing anything
+  kubenode.gc.container_gc:
+    max_containers: 100
+  check_mode: true
+  become: true
+"""
+
+RETURN = r"""
+removed_containers:
+  description: Containers removed (in check mode, that would be removed), in removal order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    id:
+      description: Container id.
+      type: str
+    pod_uid:
+      description: Pod uid.
+      type: str
+    pod_name:
+      description: Pod name.
+      type: str
+    name:
+      description: Container name.
+      type: str
+    state:
+      description: State before removal (V(exited), V(created) or V(unknown)).
+      type: str
+    created_at:
+      description: Creation time, RFC 3339 in UTC.
+      type: str
+    reason:
+      description: V(pod_deleted), V(pod_terminated), V(per_container_limit) or V(node_limit).
+      type: str
+removed_sandboxes:
+  description: Pod sandboxes removed, oldest first per pod, with C(id), C(pod_uid), C(pod_name), C(pod_namespace), C(state), C(created_at) and
+    C(reason) (V(pod_deleted), V(pod_terminated) or V(superseded)).
+  returned: always
+  type: list
+  elements: dict
+removed_log_paths:
+  description: Log files, symlinks and pod log directories removed.
+  returned: always
+  type: list
+  elements: str
+kept:
+  description:
+    - Containers kept by reason (V(running), V(too_young), V(within_limits)) and sandboxes kept by reason
+      (V(sandbox_ready), V(sandbox_in_use), V(sandbox_newest)).
+  returned: always
+  type: dict
+  sample: {"running": 10, "too_young": 0, "within_limits": 4, "sandbox_ready": 10, "sandbox_in_use": 4, "sandbox_newest": 2}
+errors:
+  description: Objects that could not be removed, each with C(id) and one sentence C(msg); the task then fails.
+  returned: always
+  type: list
+  elements: dict
+rpc_calls:
+  description: CRI calls made, per method.
+  returned: always
+  type: dict
+"""
+
+from ansible_collections.kubenode.gc.plugins.module_utils._common import AnsibleCriModule
+from ansible_collections.kubenode.gc.plugins.module_utils._container_gc import options, run
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
+
+RESULT_KEYS = ("removed_containers", "removed_sandboxes", "removed_log_paths", "kept", "errors")
+
+
+def main():
+    cri = AnsibleCriModule(
+        argument_spec=dict(
+            min_age=dict(type="str", default="1m"),
+            max_per_pod_container=dict(type="int", default=1),
+            max_containers=dict(type="int", default=-1),
+            sandboxes=dict(type="bool", default=True),
+            logs=dict(type="bool", default=True),
+            pod_logs_dir=dict(type="path", default="/var/log/pods"),
+            container_logs_dir=dict(type="path", default="/var/log/containers"),
+            active_pod_uids=dict(type="list", elements="str"),
+            evict_terminated_pods=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    p = cri.params
+    try:
+        min_age = parse_duration(p["min_age"])
+    except DurationError as exc:
+        cri.fail("min_age %r is not a Go duration such as 1m or 1h30m: %s." % (p["min_age"], exc))
+    if min_age < 0:
+        cri.fail("invalid minimum garbage collection age: %s." % p["min_age"])
+    names = ("max_per_pod_container", "max_containers", "sandboxes", "logs", "pod_logs_dir", "container_logs_dir", "active_pod_uids", "evict_terminated_pods")
+    opts = options(min_age=min_age, **{k: p[k] for k in names})
+    try:
+        result = run(cri.client, opts, check_mode=cri.check_mode)
+    except CriError as exc:
+        cri.fail(str(exc))
+    out = {k: result[k] for k in RESULT_KEYS}
+    if cri.module._diff:
+        out["diff"] = result["diff"]
+    if result["errors"]:
+        cri.fail("Removing %d object(s) failed: %s" % (len(result["errors"]), " ".join(e["msg"] for e in result["errors"])), changed=result["changed"], **out)
+    cri.exit(changed=result["changed"], **out)
+
+
+if __name__ == "__main__":
+    main()

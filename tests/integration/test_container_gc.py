@@ -1,0 +1,190 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""kubenode.gc.container_gc against a real containerd: which containers, sandboxes and log paths remain."""
+
+import os
+
+import pytest
+
+from tests.harness.images import ImageSpec
+
+
+def containers_left(runtime):
+    return {c.id: c for c in runtime.client.list_containers()}
+
+
+def sandboxes_left(runtime):
+    return {s.id for s in runtime.client.list_pod_sandbox()}
+
+
+def cgc(ansible, runtime, links, check=False, interpreter=None, **args):
+    args.setdefault("cri_endpoint", runtime.endpoint)
+    args.setdefault("min_age", "0s")
+    args.setdefault("pod_logs_dir", runtime.pod_logs)
+    args.setdefault("container_logs_dir", links)
+    kwargs = {"check": check, "diff": True}
+    if interpreter:
+        kwargs["interpreter"] = interpreter
+    return ansible.module("kubenode.gc.container_gc", args, **kwargs)
+
+
+@pytest.fixture
+def links(runtime):
+    path = os.path.join(runtime.workdir, "containers-%d" % len(os.listdir(runtime.workdir)))
+    os.makedirs(path)
+    return path
+
+
+@pytest.fixture
+def node(runtime, links):
+    """Pod web: app exited x3 (attempts 0-2), side running, init created. Pod job: task exited x2."""
+    runtime.import_images([ImageSpec("img:1")])
+    web = runtime.run_pod("web", uid="uid-web")
+    job = runtime.run_pod("job", uid="uid-job")
+    ids = {}
+    for attempt in range(3):
+        ids["app%d" % attempt] = runtime.add_container(web, "app", "img:1", "exited", attempt=attempt, link_dir=links)
+    ids["side"] = runtime.add_container(web, "side", "img:1", "running", link_dir=links)
+    ids["init"] = runtime.add_container(web, "init", "img:1", "created")
+    for attempt in range(2):
+        ids["task%d" % attempt] = runtime.add_container(job, "task", "img:1", "exited", attempt=attempt, link_dir=links)
+    return {"ids": ids, "web": web, "job": job}
+
+
+def log_file(runtime, pod, name, attempt):
+    return os.path.join(pod[1]["log_directory"], name, "%d.log" % attempt)
+
+
+def test_defaults_keep_the_last_dead_container_of_every_container(ansible, runtime, links, node, interpreter):
+    ids = node["ids"]
+    before = set(containers_left(runtime))
+    plan = cgc(ansible, runtime, links, check=True, interpreter=interpreter)
+    assert not plan.get("failed"), plan.get("msg")
+    assert set(containers_left(runtime)) == before  # check mode changed nothing
+    assert os.path.exists(log_file(runtime, node["web"], "app", 0))
+
+    res = cgc(ansible, runtime, links, interpreter=interpreter)
+    assert not res.get("failed"), res.get("msg")
+    assert [c["id"] for c in res["removed_containers"]] == [c["id"] for c in plan["removed_containers"]]
+    assert res["removed_log_paths"] == plan["removed_log_paths"]
+    # oldest first within each (pod, name) unit; units in uid order
+    assert [c["id"] for c in res["removed_containers"]] == [ids["task0"], ids["app0"], ids["app1"]]
+    assert {c["reason"] for c in res["removed_containers"]} == {"per_container_limit"}
+    first = res["removed_containers"][0]
+    assert (first["pod_uid"], first["pod_name"], first["name"], first["state"]) == ("uid-job", "job", "task", "exited")
+    left = containers_left(runtime)
+    assert set(left) == {ids["app2"], ids["side"], ids["init"], ids["task1"]}
+    assert res["kept"] == {"running": 1, "too_young": 0, "within_limits": 3, "sandbox_ready": 2, "sandbox_in_use": 0, "sandbox_newest": 0}
+    # logs of removed containers went before them, the others stay
+    for key, pod, name, attempt in (("app0", "web", "app", 0), ("app1", "web", "app", 1), ("task0", "job", "task", 0)):
+        assert not os.path.lexists(log_file(runtime, node[pod], name, attempt))
+        assert not os.path.lexists(os.path.join(links, "%s_default_%s-%s.log" % (pod, name, ids[key])))
+    assert os.path.exists(log_file(runtime, node["web"], "app", 2))
+    assert os.path.lexists(os.path.join(links, "web_default_app-%s.log" % ids["app2"]))
+    assert set(res["diff"]["before"]["containers"]) - set(res["diff"]["after"]["containers"]) == {ids["app0"], ids["app1"], ids["task0"]}
+    assert res["rpc_calls"] == {"ListPodSandbox": 1, "ListContainers": 2, "RemoveContainer": 3}
+    assert sandboxes_left(runtime) == {node["web"][0], node["job"][0]}
+
+    again = cgc(ansible, runtime, links, interpreter=interpreter)
+    assert again["changed"] is False and again["removed_containers"] == [] and again["removed_log_paths"] == []
+    assert set(containers_left(runtime)) == set(left)
+
+
+def test_default_min_age_keeps_fresh_containers(ansible, runtime, links, node):
+    res = ansible.module("kubenode.gc.container_gc", {"cri_endpoint": runtime.endpoint, "pod_logs_dir": runtime.pod_logs, "container_logs_dir": links})
+    assert res["changed"] is False and res["removed_containers"] == []
+    assert res["kept"]["too_young"] == 6 and res["kept"]["running"] == 1
+    assert len(containers_left(runtime)) == 7
+
+
+def test_no_limits_keep_everything(ansible, runtime, links, node):
+    res = cgc(ansible, runtime, links, max_per_pod_container=-1, max_containers=-1)
+    assert res["removed_containers"] == [] and len(containers_left(runtime)) == 7
+
+
+def test_node_limit_keeps_the_newest_globally(ansible, runtime, links):
+    runtime.import_images([ImageSpec("img:1")])
+    made = []
+    for n in range(3):
+        pod = runtime.run_pod("p%d" % n, uid="uid-p%d" % n)
+        made.append([runtime.add_container(pod, "c", "img:1", "exited", attempt=a) for a in range(2)])
+    res = cgc(ansible, runtime, links, max_per_pod_container=-1, max_containers=2)
+    # per unit max(1, 2 // 3) = 1 keeps the newest of each pod, then the oldest of those goes
+    assert set(containers_left(runtime)) == {made[1][1], made[2][1]}
+    assert {c["reason"] for c in res["removed_containers"]} == {"node_limit"} and len(res["removed_containers"]) == 4
+
+
+def test_deleted_pods_lose_containers_sandboxes_and_log_dirs(ansible, runtime, links, node):
+    ids = node["ids"]
+    runtime.client.stop_pod_sandbox(node["job"][0])  # the job pod is gone from the API: its sandbox is stopped
+    ancient = os.path.join(runtime.pod_logs, "default_ancient_uid-ancient")
+    os.makedirs(os.path.join(ancient, "c"))
+    res = cgc(ansible, runtime, links, active_pod_uids=["uid-web"])
+    assert not res.get("failed"), res.get("msg")
+    reasons = {c["id"]: c["reason"] for c in res["removed_containers"]}
+    assert reasons == {ids["task0"]: "pod_deleted", ids["task1"]: "pod_deleted", ids["app0"]: "per_container_limit", ids["app1"]: "per_container_limit"}
+    assert set(containers_left(runtime)) == {ids["app2"], ids["side"], ids["init"]}
+    assert [s["id"] for s in res["removed_sandboxes"]] == [node["job"][0]]
+    assert res["removed_sandboxes"][0]["reason"] == "pod_deleted" and res["removed_sandboxes"][0]["pod_uid"] == "uid-job"
+    assert sandboxes_left(runtime) == {node["web"][0]}
+    assert not os.path.exists(node["job"][1]["log_directory"]) and not os.path.exists(ancient)
+    assert os.path.isdir(node["web"][1]["log_directory"])
+    assert node["job"][1]["log_directory"] in res["removed_log_paths"] and ancient in res["removed_log_paths"]
+
+
+def test_without_active_pods_no_pod_is_deleted(ansible, runtime, links, node):
+    runtime.client.stop_pod_sandbox(node["job"][0])
+    res = cgc(ansible, runtime, links)
+    # the job pod's newest dead container and its only sandbox stay
+    assert node["ids"]["task1"] in containers_left(runtime)
+    assert sandboxes_left(runtime) == {node["web"][0], node["job"][0]}
+    # the stopped job sandbox is still referenced by its kept dead container
+    assert res["kept"]["sandbox_in_use"] == 1 and res["kept"]["sandbox_ready"] == 1
+    assert os.path.isdir(node["job"][1]["log_directory"])
+
+
+def test_superseded_sandbox_goes_unless_referenced(ansible, runtime, links):
+    runtime.import_images([ImageSpec("img:1")])
+    old = runtime.run_pod("web", uid="uid-w", attempt=0)
+    runtime.client.stop_pod_sandbox(old[0])
+    older_with_ctr = runtime.run_pod("api", uid="uid-a", attempt=0)
+    kept_ctr = runtime.add_container(older_with_ctr, "c", "img:1", "exited")
+    runtime.client.stop_pod_sandbox(older_with_ctr[0])
+    new = runtime.run_pod("web", uid="uid-w", attempt=1)
+    new_api = runtime.run_pod("api", uid="uid-a", attempt=1)
+    res = cgc(ansible, runtime, links)
+    assert [(s["id"], s["reason"]) for s in res["removed_sandboxes"]] == [(old[0], "superseded")]
+    assert sandboxes_left(runtime) == {new[0], older_with_ctr[0], new_api[0]}
+    assert kept_ctr in containers_left(runtime)
+    assert res["kept"]["sandbox_in_use"] == 1 and res["kept"]["sandbox_ready"] == 2 and res["kept"]["sandbox_newest"] == 0
+
+
+def test_dangling_log_symlinks(ansible, runtime, links):
+    runtime.import_images([ImageSpec("img:1")])
+    pod = runtime.run_pod("p")
+    running = runtime.add_container(pod, "r", "img:1", "running")
+    exited = runtime.add_container(pod, "e", "img:1", "exited")
+    target = os.path.join(runtime.workdir, "missing-target.log")
+    names = {
+        "gone": "p_default_x-%s.log" % ("f" * 64),
+        "running": "p_default_r-%s.log" % running,
+        "exited": "p_default_e-%s.log" % exited,
+        "short": "p_default_y-abc.log",
+    }
+    for name in names.values():
+        os.symlink(target, os.path.join(links, name))
+    live = os.path.join(links, "p_default_z-%s.log" % ("e" * 64))
+    os.symlink(os.path.join(pod[1]["log_directory"], "e", "0.log"), live)
+    res = cgc(ansible, runtime, links, max_per_pod_container=-1)
+    removed = {os.path.basename(p) for p in res["removed_log_paths"]}
+    assert removed == {names["gone"], names["exited"], names["short"]}
+    assert set(os.listdir(links)) == {names["running"], os.path.basename(live)}
+    assert set(containers_left(runtime)) == {running, exited}
+
+
+def test_bad_min_age_fails_and_changes_nothing(ansible, runtime, links, node):
+    res = cgc(ansible, runtime, links, min_age="soon")
+    assert res["failed"] is True
+    assert res["msg"] == "min_age 'soon' is not a Go duration such as 1m or 1h30m: time: invalid duration \"soon\"."
+    assert len(containers_left(runtime)) == 7
