@@ -133,6 +133,23 @@ def test_deleted_pods_lose_containers_sandboxes_and_log_dirs(ansible, runtime, l
     assert node["job"][1]["log_directory"] in res["removed_log_paths"] and ancient in res["removed_log_paths"]
 
 
+def test_evict_terminated_pods_clears_stopped_pods(ansible, runtime, links, node):
+    ids = node["ids"]
+    runtime.client.stop_pod_sandbox(node["job"][0])  # job: still in the API, but no ready sandbox and nothing running
+    live = ["uid-web", "uid-job"]
+    normal = cgc(ansible, runtime, links, check=True, active_pod_uids=live)
+    assert {c["id"] for c in normal["removed_containers"]} == {ids["task0"], ids["app0"], ids["app1"]}
+    assert normal["removed_sandboxes"] == []
+    res = cgc(ansible, runtime, links, active_pod_uids=live, evict_terminated_pods=True)
+    reasons = {c["id"]: c["reason"] for c in res["removed_containers"]}
+    assert reasons == {ids["task0"]: "pod_terminated", ids["task1"]: "pod_terminated", ids["app0"]: "per_container_limit", ids["app1"]: "per_container_limit"}
+    assert [(s["id"], s["reason"]) for s in res["removed_sandboxes"]] == [(node["job"][0], "pod_terminated")]
+    assert set(containers_left(runtime)) == {ids["app2"], ids["side"], ids["init"]}
+    assert sandboxes_left(runtime) == {node["web"][0]}
+    # terminated is not deleted: the job pod's log directory stays
+    assert os.path.isdir(node["job"][1]["log_directory"])
+
+
 def test_without_active_pods_no_pod_is_deleted(ansible, runtime, links, node):
     runtime.client.stop_pod_sandbox(node["job"][0])
     res = cgc(ansible, runtime, links)
