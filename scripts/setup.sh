@@ -11,7 +11,8 @@ APT_PACKAGES=(
   busybox-static                   # payload of the offline-built test images
   python3 python3-venv             # the project venv (controller side)
   python3-grpcio python3-protobuf  # Debian's CRI libraries: one leg of the module tests
-  python3-yaml
+  python3-yaml python3-ruamel.yaml python3-tomlkit  # Debian's config-file libraries
+  docker.io debootstrap            # node containers for Molecule and the fleet tests
   git tar util-linux
   shellcheck                       # ansible-test sanity lints the shell scripts with it
 )

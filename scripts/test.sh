@@ -3,6 +3,9 @@
 #   generated-code drift check, ansible-test sanity, unit tests, and integration
 #   tests against a real containerd (modules run under both Debian's
 #   python3-grpcio/python3-protobuf and the newest grpcio/protobuf from PyPI).
+#
+# Usage: bash scripts/test.sh [STEP...]   (no step: all of them, as CI does)
+#   steps: protogen sanity lint unit integration molecule fleet
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -12,8 +15,16 @@ export PATH="$VENV/bin:$PATH"
 export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
 cd "$ROOT"
 
+STEPS=("$@")
+want() {
+  [ "${#STEPS[@]}" -eq 0 ] && return 0
+  local s
+  for s in "${STEPS[@]}"; do [ "$s" = "$1" ] && return 0; done
+  return 1
+}
 step() { printf '\n==== %s\n' "$*"; }
 
+if want protogen; then
 step "generated protobuf code matches proto/cri_api.proto (pinned generator)"
 GEN_VENV="$ROOT/.cache/protogen"
 if [ ! -x "$GEN_VENV/bin/python" ] || ! cmp -s scripts/requirements-protogen.txt "$GEN_VENV/.requirements"; then
@@ -22,19 +33,28 @@ if [ ! -x "$GEN_VENV/bin/python" ] || ! cmp -s scripts/requirements-protogen.txt
   cp scripts/requirements-protogen.txt "$GEN_VENV/.requirements"
 fi
 "$GEN_VENV/bin/python" scripts/gen_proto.py --check
-
-step "ansible-test sanity"
-SANITY=$(mktemp -d)
-trap 'rm -rf "$SANITY"' EXIT
-dest="$SANITY/ansible_collections/kubenode/gc"
-mkdir -p "$dest"
-if git -C "$ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  # exactly the files git would commit: tracked plus untracked-but-not-ignored
-  git -C "$ROOT" ls-files -z --cached --others --exclude-standard \
-    | (cd "$ROOT" && tar --null --ignore-failed-read -T - -cf - 2>/dev/null) | tar -xf - -C "$dest"
-else
-  tar -C "$ROOT" --exclude=./.venv --exclude=./.cache -cf - . | tar -xf - -C "$dest"
 fi
+
+# The collection as ansible-test, Molecule and ansible-lint want it: a copy of
+# exactly the files git would commit, at .../ansible_collections/kubenode/gc.
+TREE=""
+collection_tree() {
+  [ -n "$TREE" ] && return 0
+  TREE=$(mktemp -d)
+  trap 'rm -rf "$TREE"' EXIT
+  dest="$TREE/ansible_collections/kubenode/gc"
+  mkdir -p "$dest"
+  if git -C "$ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git -C "$ROOT" ls-files -z --cached --others --exclude-standard \
+      | (cd "$ROOT" && tar --null --ignore-failed-read -T - -cf - 2>/dev/null) | tar -xf - -C "$dest"
+  else
+    tar -C "$ROOT" --exclude=./.venv --exclude=./.cache -cf - . | tar -xf - -C "$dest"
+  fi
+}
+
+if want sanity; then
+step "ansible-test sanity"
+collection_tree
 # ansible-test bootstraps pip in its sanity venvs with a script it downloads from a
 # host these machines cannot reach: give it our offline stand-in under the cached name.
 pip_version=$(python - <<'PY'
@@ -46,9 +66,32 @@ PY
 mkdir -p ~/.ansible/test/cache
 cp scripts/ansible-test-get-pip.py ~/.ansible/test/cache/"get_pip_${pip_version//./_}.py"
 (cd "$dest" && ansible-test sanity --requirements --python 3.11 --color no)
+fi
 
+if want lint; then
+step "ansible-lint (production profile)"
+collection_tree
+(cd "$dest" && ANSIBLE_COLLECTIONS_PATH="$TREE" ansible-lint --offline --profile production)
+fi
+
+if want unit; then
 step "unit tests"
 python -m pytest -p no:cacheprovider tests/unit
+fi
 
+if want integration; then
 step "integration tests (real containerd)"
 python -m pytest -p no:cacheprovider tests/integration
+fi
+
+if want molecule; then
+step "Molecule: every role on real node containers"
+collection_tree
+# starts dockerd when nothing runs it, builds the node image when missing
+KUBENODE_GC_NODE_IMAGE=$(python -c 'from tests.harness.nodes import node_image; print(node_image())')
+export KUBENODE_GC_NODE_IMAGE
+scenarios=${KUBENODE_GC_MOLECULE_SCENARIOS:-node_prereqs kubelet_gc containerd_storage crio_storage}
+for scenario in $scenarios; do
+  (cd "$dest" && ANSIBLE_COLLECTIONS_PATH="$TREE" molecule test -s "$scenario")
+done
+fi

@@ -249,6 +249,10 @@ class EmbeddedContainerd:
     def __exit__(self, *exc):
         self.stop()
 
+    def host_path(self, path):
+        """Where a path the runtime sees lives on this machine (the same path here; see nodes.NodeContainer)."""
+        return path
+
     # -- clients -----------------------------------------------------------
 
     @property
@@ -305,7 +309,7 @@ class EmbeddedContainerd:
     def run_pod(self, name, namespace="default", uid=None, attempt=0):
         """Start a host-network pod sandbox; return (sandbox id, its config)."""
         config = self.pod_config(name, namespace, uid, attempt)
-        os.makedirs(config["log_directory"], exist_ok=True)
+        os.makedirs(self.host_path(config["log_directory"]), exist_ok=True)
         return self.client.run_pod_sandbox(config), config
 
     def add_container(self, sandbox, name, image, state="running", attempt=0, command=None, link_dir=None):
@@ -328,7 +332,7 @@ class EmbeddedContainerd:
             },
             "linux": {"security_context": {"namespace_options": {"network": "NODE"}}},
         }
-        os.makedirs(os.path.join(pod["log_directory"], name), exist_ok=True)
+        os.makedirs(self.host_path(os.path.join(pod["log_directory"], name)), exist_ok=True)
         cid = self.client.create_container(sandbox_id, config, pod)
         if state in ("running", "exited"):
             self.client.start_container(cid)

@@ -1,0 +1,96 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""Ansible glue for the configuration modules: read a config file, write it back safely.
+
+Writes go to a temporary file in the target's directory, are checked by an optional
+``validate`` command (``%s`` is the temporary file), optionally back up the old file,
+and replace it with ``AnsibleModule.atomic_move``, which keeps the old file's owner,
+mode and SELinux context. Nothing here knows any file format.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from ansible.module_utils.common.text.converters import to_native
+
+
+class ConfigFileError(Exception):
+    """One sentence naming the file and what went wrong."""
+
+
+def read_text(path):
+    """The file's text, or None when it does not exist. Other read errors raise ConfigFileError."""
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigFileError("Cannot read %s: %s." % (path, _reason(exc)))
+
+
+def _reason(exc):
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return to_native(exc)
+
+
+def write_text(module, path, text, backup=False, validate=None, mode=0o644):
+    """Atomically replace ``path`` with ``text``; return the backup file name or None.
+
+    ``mode`` applies only when the file is new; an existing file keeps owner and mode.
+    Raises ConfigFileError (the target untouched) when the directory is not writable,
+    the validate command fails, or the move fails.
+    """
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(directory):
+        raise ConfigFileError("Cannot write %s: the directory %s does not exist." % (path, directory))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise ConfigFileError("Cannot write %s: %s." % (path, _reason(exc)))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        exists = os.path.exists(path)
+        if exists:
+            st = os.stat(path)
+            os.chmod(tmp, st.st_mode & 0o7777)
+            os.chown(tmp, st.st_uid, st.st_gid)
+        else:
+            os.chmod(tmp, mode)
+        if validate:
+            if "%s" not in validate:
+                raise ConfigFileError("The validate command for %s must contain %%s (the file to check): %s." % (path, validate))
+            rc, out, err = module.run_command(validate % tmp)
+            if rc != 0:
+                detail = (err or out or "").strip().splitlines()
+                raise ConfigFileError(
+                    "The validate command '%s' rejected the new %s (rc %d)%s" % (validate, path, rc, (": " + detail[-1] + ".") if detail else ".")
+                )
+        backup_file = module.backup_local(path) if (backup and exists) else None
+        try:
+            module.atomic_move(tmp, path, unsafe_writes=False)
+        except SystemExit:
+            raise
+        tmp = None
+        return backup_file
+    except OSError as exc:
+        raise ConfigFileError("Cannot write %s: %s." % (path, _reason(exc)))
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def unified_diff_dict(path, before, after):
+    """The Ansible diff dict for one file."""
+    return dict(before=before or "", after=after or "", before_header=path, after_header=path)
