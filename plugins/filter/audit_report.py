@@ -1,0 +1,274 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Fleet audit filters: build the report dict (docs/report-schema.md), decide whether the audit fails, format sizes.
+
+The documentation of each filter is in the YAML file named after it next to this file.
+Everything here is pure: no I/O, no clock, and the same input always gives the same output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
+
+SCHEMA_VERSION = 1
+SEVERITIES = ("error", "warning", "info")
+FAIL_ON = ("never", "drift", "warning", "error")
+DEFAULT_HIGH = 85
+DEFAULT_LOW = 80
+# Parts of a node dict, in the order they are checked, and where their findings come from.
+PARTS = ("cri_info", "kubelet_config", "runtime_config", "image_gc_policy", "image_gc_prune", "container_gc")
+FINDING_PARTS = ("kubelet_config", "runtime_config")
+GC_PARTS = {"image_gc_policy": "image_gc", "image_gc_prune": "image_gc", "container_gc": "container_gc"}
+IMAGEFS_KEYS = ("mountpoint", "capacity_bytes", "used_bytes", "available_bytes", "usage_percent")
+RUNTIME_KEYS = ("name", "version", "endpoint", "sandbox_image")
+DRIFT_KEYS = ("component", "key", "desired", "actual")
+
+
+def _text(value):
+    """One line of text: whitespace runs collapsed; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        value = " ".join(str(v) for v in value)
+    return " ".join(str(value).split())
+
+
+def _int(value):
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _part(node, name):
+    """Return (result, problem) for one registered result: problem is None, or (kind, message) for failed or skipped."""
+    value = node.get(name)
+    if value is None:
+        return None, None
+    if not isinstance(value, Mapping):
+        return None, ("failed", "The %s result is a %s, not a registered task result." % (name, type(value).__name__))
+    if value.get("failed") or value.get("unreachable"):
+        return None, ("failed", _text(value.get("msg")) or "The %s task failed without a message." % name)
+    if value.get("skipped"):
+        return None, ("skipped", "skipped: %s" % (_text(value.get("skip_reason")) or "the task did not run"))
+    return value, None
+
+
+def _finding(source, severity, code, message):
+    severity = str(severity or "").lower()
+    return dict(source=source, severity=severity if severity in SEVERITIES else "warning", code=str(code or "unknown"),
+                message=_text(message) or "")
+
+
+def _finding_key(finding):
+    return (SEVERITIES.index(finding["severity"]), finding["source"], finding["code"], finding["message"])
+
+
+def _runtime(cri):
+    runtime = (cri or {}).get("runtime")
+    runtime = runtime if isinstance(runtime, Mapping) else {}
+    return {key: runtime.get(key) for key in RUNTIME_KEYS}
+
+
+def _imagefs(cri, policy_run):
+    filesystems = (cri or {}).get("imagefs")
+    filesystems = [fs for fs in filesystems if isinstance(fs, Mapping)] if isinstance(filesystems, list) else []
+    chosen = next((fs for fs in filesystems if fs.get("kind") == "image"), filesystems[0] if filesystems else {})
+    out = {key: chosen.get(key) for key in IMAGEFS_KEYS}
+    for key in IMAGEFS_KEYS[1:]:
+        out[key] = _int(out[key])
+    if out["usage_percent"] is None and policy_run is not None:
+        # cri_info did not gather imagefs: image_gc measured the same filesystem with the same formula.
+        out["usage_percent"] = _int(policy_run.get("usage_before"))
+    return out
+
+
+def _thresholds(kubelet):
+    effective = (kubelet or {}).get("effective")
+    if isinstance(effective, Mapping):
+        high = _int(effective.get("imageGCHighThresholdPercent"))
+        low = _int(effective.get("imageGCLowThresholdPercent"))
+        return dict(high_percent=DEFAULT_HIGH if high is None else high, low_percent=DEFAULT_LOW if low is None else low,
+                    source="kubelet_config")
+    return dict(high_percent=DEFAULT_HIGH, low_percent=DEFAULT_LOW, source="default")
+
+
+def _reclaimable(run):
+    if run is None:
+        return dict(count=None, bytes=None)
+    removed = run.get("removed")
+    removed = [r for r in removed if isinstance(r, Mapping)] if isinstance(removed, list) else []
+    return dict(count=len(removed), bytes=sum(_int(r.get("size")) or 0 for r in removed))
+
+
+def _count_list(result, key):
+    if result is None:
+        return None
+    value = result.get(key)
+    return len(value) if isinstance(value, list) else None
+
+
+def _drift(items):
+    if not isinstance(items, list):
+        return []
+    out = [{key: item.get(key) for key in DRIFT_KEYS} for item in items if isinstance(item, Mapping)]
+    return sorted(out, key=lambda d: (str(d["component"]), str(d["key"]), str(d["desired"]), str(d["actual"])))
+
+
+def _node(node):
+    error = _text(node.get("error")) or None
+    results, parts_failed, findings = {}, {}, []
+    for name in PARTS:
+        result, problem = _part(node, name)
+        results[name] = result
+        if problem is None:
+            continue
+        kind, message = problem
+        parts_failed[name] = message
+        if error is None:
+            # A failed node's parts fail or are skipped with it: its error says why, once.
+            if kind == "failed":
+                findings.append(_finding("audit", "error", "part_failed", "The %s check failed: %s" % (name, message)))
+            else:
+                findings.append(_finding("audit", "warning", "part_skipped", "The %s check did not run (%s)." % (name, message)))
+
+    cri = results["cri_info"]
+    policy_run = results["image_gc_policy"]
+    imagefs = _imagefs(cri, policy_run)
+    thresholds = _thresholds(results["kubelet_config"])
+    usage = imagefs["usage_percent"]
+    over = usage is not None and usage >= thresholds["high_percent"]
+
+    for name in FINDING_PARTS:
+        items = (results[name] or {}).get("findings")
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, Mapping):
+                findings.append(_finding(name, item.get("severity"), item.get("code"), item.get("message")))
+    for name, source in GC_PARTS.items():
+        errors = (results[name] or {}).get("errors")
+        if isinstance(errors, list) and errors:
+            text = " ".join(_text(e.get("msg")) or str(e.get("id")) for e in errors if isinstance(e, Mapping))
+            findings.append(_finding(source, "error", "gc_errors", "The %s run reported %d error(s): %s" % (name, len(errors), text)))
+    if over:
+        findings.append(_finding("audit", "warning", "over_high_threshold",
+                                 "The image filesystem %s is %d%% used, at or above the image GC high threshold of %d%% (%s)."
+                                 % (imagefs["mountpoint"] or "(unknown mountpoint)", usage, thresholds["high_percent"], thresholds["source"])))
+    if policy_run is not None and policy_run.get("insufficient"):
+        findings.append(_finding("image_gc", "warning", "gc_insufficient",
+                                 "Image GC under the node's policy would free %s of the %s needed to bring usage from %s%% down to the low "
+                                 "threshold; the rest is used by images in use or by non-image data."
+                                 % (human_bytes(_int(policy_run.get("bytes_freed_estimated")) or 0),
+                                    human_bytes(_int(policy_run.get("bytes_to_free")) or 0), policy_run.get("usage_before"))))
+
+    images = (cri or {}).get("images")
+    images = [i for i in images if isinstance(i, Mapping)] if isinstance(images, list) else None
+    return dict(
+        host=str(node["host"]),
+        status="failed" if error else "ok",
+        error=error,
+        runtime=_runtime(cri),
+        imagefs=imagefs,
+        thresholds=thresholds,
+        over_high_threshold=over,
+        images=dict(
+            total=None if images is None else len(images),
+            in_use=None if images is None else sum(1 for i in images if i.get("in_use")),
+            reclaimable_policy=_reclaimable(policy_run),
+            reclaimable_prune=_reclaimable(results["image_gc_prune"]),
+        ),
+        containers=dict(
+            total=_count_list(cri, "containers"),
+            reclaimable=_count_list(results["container_gc"], "removed_containers"),
+            sandboxes=_count_list(results["container_gc"], "removed_sandboxes"),
+        ),
+        findings=sorted(findings, key=_finding_key),
+        drift=_drift(node.get("drift")),
+        parts_failed=parts_failed,
+        metrics_file=_text(node.get("metrics_file")) or None,
+    )
+
+
+def audit_report(nodes, generated_at=None, policy=None):
+    """Build the fleet audit report (schema_version 1, docs/report-schema.md) from the playbook's per-node dicts."""
+    if not isinstance(nodes, (list, tuple)):
+        raise AnsibleFilterError("audit_report expects a list of node dicts, got a %s." % type(nodes).__name__)
+    if policy is not None and not isinstance(policy, Mapping):
+        raise AnsibleFilterError("audit_report expects policy to be a dict, got a %s." % type(policy).__name__)
+    for index, node in enumerate(nodes):
+        if not isinstance(node, Mapping) or not node.get("host"):
+            raise AnsibleFilterError("audit_report expects every node to be a dict with a host, but item %d is not." % index)
+    out = sorted((_node(node) for node in nodes), key=lambda n: n["host"])
+    counts = {severity: sum(1 for n in out for f in n["findings"] if f["severity"] == severity) for severity in SEVERITIES}
+    summary = dict(
+        nodes=len(out),
+        nodes_ok=sum(1 for n in out if n["status"] == "ok"),
+        nodes_failed=sum(1 for n in out if n["status"] == "failed"),
+        nodes_over_high_threshold=sum(1 for n in out if n["over_high_threshold"]),
+        nodes_with_drift=sum(1 for n in out if n["drift"]),
+        findings=counts,
+        reclaimable_bytes_policy=sum(n["images"]["reclaimable_policy"]["bytes"] or 0 for n in out),
+        reclaimable_bytes_prune=sum(n["images"]["reclaimable_prune"]["bytes"] or 0 for n in out),
+    )
+    return dict(schema_version=SCHEMA_VERSION, generated_at=None if generated_at is None else str(generated_at),
+                policy=dict(policy or {}), summary=summary, nodes=out)
+
+
+def human_bytes_filter(value):
+    """The human_bytes filter: human_bytes() with a filter error for values that are not a number of bytes."""
+    try:
+        return human_bytes(value)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError("human_bytes expects a number of bytes, got %r." % (value,)) from None
+
+
+def _plural(count, word):
+    return "%d %s%s" % (count, word, "" if count == 1 else "s")
+
+
+def audit_fail_reason(report, fail_on="error"):
+    """Return None, or one sentence saying why the audit fails under O(fail_on) (never, drift, warning or error)."""
+    if fail_on not in FAIL_ON:
+        raise AnsibleFilterError("audit_fail_reason expects fail_on to be one of %s, got %r." % (", ".join(FAIL_ON), fail_on))
+    if not isinstance(report, Mapping) or not isinstance(report.get("nodes"), list):
+        raise AnsibleFilterError("audit_fail_reason expects the report dict of kubenode.gc.audit_report, with a nodes list.")
+    nodes = report["nodes"]
+    if fail_on == "never":
+        return None
+    if fail_on == "drift":
+        drifted = [n["host"] for n in nodes if n.get("drift")]
+        if not drifted:
+            return None
+        return "The audit fails on drift: %s drifted from the desired policy (%s)." % (_plural(len(drifted), "node"), ", ".join(drifted))
+    levels = SEVERITIES[:1] if fail_on == "error" else SEVERITIES[:2]
+    failed = [n["host"] for n in nodes if n.get("status") == "failed"]
+    flagged = [n["host"] for n in nodes if any(f.get("severity") in levels for f in n.get("findings") or [])]
+    counts = {s: sum(1 for n in nodes for f in n.get("findings") or [] if f.get("severity") == s) for s in levels}
+    if not failed and not flagged:
+        return None
+    reasons = []
+    if failed:
+        reasons.append("%s could not be audited (%s)" % (_plural(len(failed), "node"), ", ".join(failed)))
+    if flagged:
+        found = " and ".join(_plural(counts[s], s) for s in levels if counts[s])
+        reasons.append("%s on %s (%s)" % (found, _plural(len(flagged), "node"), ", ".join(flagged)))
+    return "The audit fails on %s: %s." % (fail_on, "; ".join(reasons))
+
+
+class FilterModule:
+    """kubenode.gc fleet audit filters."""
+
+    def filters(self):
+        return {
+            "audit_report": audit_report,
+            "audit_fail_reason": audit_fail_reason,
+            "human_bytes": human_bytes_filter,
+        }

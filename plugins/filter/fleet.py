@@ -1,0 +1,84 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Filters the fleet playbooks use to turn per-host facts into one list (docs in the sibling YAML files)."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import render_table
+
+
+def _pairs(value, name):
+    if not isinstance(value, (list, tuple)):
+        raise AnsibleFilterError("%s expects a list of [record, host] pairs, got %s." % (name, type(value).__name__))
+    out = []
+    for item in value:
+        if not isinstance(item, (list, tuple)) or len(item) != 2:
+            raise AnsibleFilterError("%s expects [record, host] pairs, got %r." % (name, item))
+        record, host = item
+        out.append((record if isinstance(record, dict) else None, str(host)))
+    return out
+
+
+def audit_nodes(value):
+    """[node record or None, host] pairs -> node records; a host without a record gets one with its error."""
+    nodes = []
+    for record, host in _pairs(value, "audit_nodes"):
+        if record is None:
+            record = {"host": host, "error": "The audit stopped on this host before it could read the node."}
+        nodes.append(record)
+    return nodes
+
+
+def _row(record, host):
+    if record is None:
+        return {"host": host, "status": "failed", "message": "The cleanup stopped on this host before it finished.", "errors": 0}
+    status = record.get("status")
+    if status in ("failed", "skipped"):
+        return {
+            "host": host,
+            "status": status,
+            "message": record.get("error") or record.get("reason"),
+            "usage_before": record.get("usage_before"),
+            "usage_after": record.get("usage_after"),
+            "errors": 0,
+        }
+    measured = record.get("bytes_freed_measured")
+    estimated = record.get("bytes_freed_estimated")
+    return {
+        "host": host,
+        "status": "ok",
+        "check_mode": bool(record.get("check_mode")),
+        "containers": len(record.get("containers") or []),
+        "sandboxes": len(record.get("sandboxes") or []),
+        "logs": len(record.get("log_paths") or []),
+        "images": len(record.get("images") or []),
+        "bytes_freed": measured if measured is not None else estimated,
+        "bytes_estimated": measured is None and estimated is not None,
+        "usage_before": _int(record.get("usage_before")),
+        "usage_after": _int(record.get("usage_after")),
+        "target_reached": record.get("target_reached"),
+        "errors": len(record.get("errors") or []),
+    }
+
+
+def _int(value):
+    return None if value is None else int(value)
+
+
+def cleanup_summary(value):
+    """[cleanup record or None, host] pairs -> the summary table as a list of lines."""
+    rows = [_row(record, host) for record, host in _pairs(value, "cleanup_summary")]
+    for row in rows:
+        for key in ("usage_before", "usage_after"):
+            row[key] = _int(row.get(key))
+    return render_table(rows, title="kubenode.gc cleanup").splitlines()
+
+
+class FilterModule:
+    def filters(self):
+        return {"audit_nodes": audit_nodes, "cleanup_summary": cleanup_summary}

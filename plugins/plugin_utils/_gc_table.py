@@ -1,0 +1,162 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""Controller-side formatting shared by the gc_summary callback and the audit filters. Pure: no I/O, no Ansible."""
+
+from __future__ import annotations
+
+UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
+COLUMNS = ("HOST", "CONTAINERS", "SANDBOXES", "LOGS", "IMAGES", "FREED", "USAGE", "TARGET", "ERRORS")
+# Columns whose cells are right-aligned (counts and sizes).
+RIGHT = frozenset(("CONTAINERS", "SANDBOXES", "LOGS", "IMAGES", "FREED"))
+DASH = "-"
+
+
+def human_bytes(value):
+    """Bytes as text: V(512 B), V(1.5 KiB), V(3.2 GiB) (binary units, one decimal); V(-) for None."""
+    if value is None or isinstance(value, bool):
+        return DASH
+    value = int(value)
+    sign = "-" if value < 0 else ""
+    size = abs(value)
+    if size < 1024:
+        return "%s%d B" % (sign, size)
+    scaled = float(size)
+    unit = UNITS[0]
+    for unit in UNITS:
+        scaled /= 1024.0
+        if round(scaled, 1) < 1024 or unit == UNITS[-1]:
+            break
+    return "%s%.1f %s" % (sign, scaled, unit)
+
+
+def _count(value):
+    return DASH if value is None else str(int(value))
+
+
+def _usage(before, after):
+    if before is None and after is None:
+        return DASH
+    return "%s → %s" % (DASH if before is None else "%d%%" % before, DASH if after is None else "%d%%" % after)
+
+
+def _target(value):
+    if value is None:
+        return DASH
+    return "yes" if value else "no"
+
+
+def _errors(row):
+    status = row.get("status") or "ok"
+    count = int(row.get("errors") or 0)
+    if status == "ok":
+        return str(count)
+    return "%s (%d)" % (status, count) if count else status
+
+
+def _total_errors(errors, broken):
+    if not broken:
+        return str(errors)
+    return "%d failed" % broken if not errors else "%d, %d failed" % (errors, broken)
+
+
+def _freed(value, estimated):
+    if value is None:
+        return DASH
+    return ("~" if estimated else "") + human_bytes(value)
+
+
+def _sum(rows, key):
+    values = [row.get(key) for row in rows if row.get(key) is not None]
+    return sum(int(v) for v in values) if values else None
+
+
+def _cells(row, mark):
+    return (
+        row["host"] + mark,
+        _count(row.get("containers")),
+        _count(row.get("sandboxes")),
+        _count(row.get("logs")),
+        _count(row.get("images")),
+        _freed(row.get("bytes_freed"), row.get("bytes_estimated")),
+        _usage(row.get("usage_before"), row.get("usage_after")),
+        _target(row.get("target_reached")),
+        _errors(row),
+    )
+
+
+def _line(cells, widths):
+    out = []
+    for name, cell, width in zip(COLUMNS, cells, widths):
+        out.append(cell.rjust(width) if name in RIGHT else cell.ljust(width))
+    return "  ".join(out).rstrip()
+
+
+def _target_line(rows):
+    missed = [r["host"] for r in rows if r.get("target_reached") is False]
+    unknown = [r["host"] for r in rows if r.get("target_reached") is None]
+    if missed:
+        return "Not at target: %s" % ", ".join(missed)
+    if not unknown:
+        return "All nodes reached their target."
+    if len(unknown) == len(rows):
+        return "No target to report: no image_gc result."
+    return "All nodes with a known target reached it (unknown: %s)." % ", ".join(unknown)
+
+
+def render_table(rows, title=None):
+    """Render the per-host summary of one play as fixed-width text (lines joined with newlines, no trailing newline).
+
+    Each row is a dict: host (str); containers, sandboxes, logs, images (int or None when nothing was recorded);
+    bytes_freed (int or None) and bytes_estimated (bool: the figure is the sum of image sizes, not measured);
+    usage_before, usage_after (int percents or None); target_reached (True, False or None when unknown);
+    errors (int); status (ok, failed or unreachable); message (str or None: the failure); check_mode (bool).
+
+    The output is the optional title (with C((check mode: planned)) when every row came from check mode), a header,
+    one row per host sorted by name, a totals row, then the hosts that did not reach their target (or that all did,
+    or that none had an image_gc result), a legend for
+    estimated sizes and mixed check mode when they occur, and one line per failed or unreachable host.
+    """
+    rows = sorted(rows, key=lambda r: r["host"])
+    all_check = bool(rows) and all(r.get("check_mode") for r in rows)
+    some_check = any(r.get("check_mode") for r in rows) and not all_check
+
+    lines = []
+    if title is not None or all_check:
+        heading = title or "kubenode.gc summary"
+        lines.append(heading + (" (check mode: planned)" if all_check else ""))
+
+    body = [_cells(r, "*" if some_check and r.get("check_mode") else "") for r in rows]
+    known = [r.get("target_reached") for r in rows if r.get("target_reached") is not None]
+    estimated = any(r.get("bytes_estimated") and r.get("bytes_freed") is not None for r in rows)
+    total_errors = sum(int(r.get("errors") or 0) for r in rows)
+    broken = sum(1 for r in rows if (r.get("status") or "ok") != "ok")
+    totals = (
+        "TOTAL (%d)" % len(rows),
+        _count(_sum(rows, "containers")),
+        _count(_sum(rows, "sandboxes")),
+        _count(_sum(rows, "logs")),
+        _count(_sum(rows, "images")),
+        _freed(_sum(rows, "bytes_freed"), estimated),
+        DASH,
+        "%d/%d" % (sum(1 for v in known if v), len(known)) if known else DASH,
+        _total_errors(total_errors, broken),
+    )
+    widths = [max(len(c[i]) for c in [COLUMNS, totals] + body) for i in range(len(COLUMNS))]
+    lines.append(_line(COLUMNS, widths))
+    lines.extend(_line(cells, widths) for cells in body)
+    lines.append(_line(totals, widths))
+
+    lines.append(_target_line(rows))
+    if estimated:
+        lines.append("~ estimated: sum of the removed images' sizes (not measured on the filesystem).")
+    if some_check:
+        lines.append("* check mode: planned, nothing was removed.")
+    for row in rows:
+        if (row.get("status") or "ok") != "ok" and row.get("message"):
+            lines.append("%s: %s: %s" % (row["host"], row["status"], " ".join(str(row["message"]).split())))
+    return "\n".join(lines)

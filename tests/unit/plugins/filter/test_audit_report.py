@@ -1,0 +1,492 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The fleet audit filters and the HTML/Markdown report templates, from realistic per-node dicts."""
+
+import copy
+import json
+import os
+import re
+from html.parser import HTMLParser
+
+import jinja2
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.kubenode.gc.plugins.filter import audit_report as ar
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+TEMPLATES = os.path.join(REPO, "playbooks", "templates")
+GiB = 1024 ** 3
+MiB = 1024 ** 2
+
+
+# ---------------------------------------------------------------------------------------------- realistic inputs
+def cri_info(usage, capacity=50 * GiB, images=None, containers=3, kind="image"):
+    available = capacity * (100 - usage) // 100
+    return {
+        "changed": False,
+        "runtime": {"name": "containerd", "version": "1.6.20~ds1", "api_version": "v1",
+                    "endpoint": "unix:///run/containerd/containerd.sock", "sandbox_image": "registry.k8s.io/pause:3.6"},
+        "imagefs": [{"kind": kind, "mountpoint": "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs",
+                     "used_bytes": capacity - available - GiB, "capacity_bytes": capacity, "available_bytes": available,
+                     "inodes_total": 3276800, "inodes_free": 3000000, "inodes_used": 276800, "usage_percent": usage}],
+        "split_imagefs": False,
+        "images": images if images is not None else [
+            {"id": "sha256:aaa", "repo_tags": ["registry.k8s.io/pause:3.6"], "size": 300000, "pinned": True, "sandbox_image": True,
+             "in_use": True, "used_by": []},
+            {"id": "sha256:bbb", "repo_tags": ["docker.io/library/app:1"], "size": 700 * MiB, "pinned": False,
+             "sandbox_image": False, "in_use": False, "used_by": []},
+            {"id": "sha256:ccc", "repo_tags": ["docker.io/library/app:2"], "size": 710 * MiB, "pinned": False,
+             "sandbox_image": False, "in_use": True, "used_by": ["c1"]},
+        ],
+        "containers": [{"id": "c%d" % i, "state": "running"} for i in range(containers)],
+        "sandboxes": [],
+        "rpc_calls": {"Version": 1},
+    }
+
+
+def kubelet_config(high=85, low=80, findings=()):
+    return {"changed": False, "effective": {"imageGCHighThresholdPercent": high, "imageGCLowThresholdPercent": low,
+                                            "imageMinimumGCAge": "2m0s", "imageMaximumGCAge": "0s",
+                                            "evictionHard": {"imagefs.available": "15%"}},
+            "findings": list(findings)}
+
+
+def runtime_config(findings=()):
+    return {"changed": False, "runtime": "containerd", "current": {"root": "/var/lib/containerd"}, "findings": list(findings)}
+
+
+def image_gc(removed_sizes, usage_before=50, insufficient=False, bytes_to_free=0):
+    removed = [{"id": "sha256:%02d" % i, "repo_tags": ["docker.io/library/x:%d" % i], "size": size, "reason": "space",
+                "first_detected": "2026-11-01T10:00:00.000000000Z", "last_used": None} for i, size in enumerate(removed_sizes)]
+    return {"changed": True, "removed": removed, "kept": {"in_use": 2}, "usage_before": usage_before, "usage_after": usage_before,
+            "bytes_to_free": bytes_to_free, "bytes_freed_estimated": sum(removed_sizes), "bytes_freed_measured": None,
+            "target_reached": not insufficient, "insufficient": insufficient, "errors": []}
+
+
+def container_gc(containers=0, sandboxes=0):
+    return {"changed": bool(containers or sandboxes), "removed_containers": [{"id": "x%d" % i} for i in range(containers)],
+            "removed_sandboxes": [{"id": "s%d" % i} for i in range(sandboxes)], "removed_log_paths": [], "kept": {}, "errors": []}
+
+
+def node(host, **kw):
+    out = dict(host=host, error=None, cri_info=None, kubelet_config=None, runtime_config=None, image_gc_policy=None,
+               image_gc_prune=None, container_gc=None, drift=[], metrics_file=None)
+    out.update(kw)
+    return out
+
+
+def fleet():
+    return [
+        # over its high threshold (usage 91 >= 85), kubelet GC cannot free enough
+        node("node-c", cri_info=cri_info(91), kubelet_config=kubelet_config(),
+             runtime_config=runtime_config([{"severity": "info", "code": "config_version_1", "message": "Old format."}]),
+             image_gc_policy=image_gc([700 * MiB], usage_before=91, insufficient=True, bytes_to_free=5 * GiB),
+             image_gc_prune=image_gc([700 * MiB, 20 * MiB], usage_before=91),
+             container_gc=container_gc(4, 2), metrics_file="/var/lib/node_exporter/textfile/kubenode_gc.prom"),
+        # under its (custom) threshold
+        node("node-a", cri_info=cri_info(40), kubelet_config=kubelet_config(90, 70), runtime_config=runtime_config(),
+             image_gc_policy=image_gc([]), image_gc_prune=image_gc([700 * MiB]), container_gc=container_gc()),
+        # drifted, and a warning from the kubelet config
+        node("node-b", cri_info=cri_info(60), runtime_config=runtime_config(),
+             kubelet_config=kubelet_config(findings=[
+                 {"severity": "warning", "code": "eviction_before_gc", "message": "evictionHard imagefs.available 15% evicts pods first."},
+                 {"severity": "error", "code": "low_not_below_high", "message": "imageGCLowThresholdPercent 90 must be less than 85."}]),
+             image_gc_policy=image_gc([]), image_gc_prune=image_gc([]), container_gc=container_gc(1),
+             drift=[{"component": "kubelet", "key": "imageMaximumGCAge", "desired": "168h", "actual": "0s"},
+                    {"component": "containerd", "key": "sandbox_image", "desired": "registry.k8s.io/pause:3.10",
+                     "actual": "registry.k8s.io/pause:3.6"}]),
+        # unreachable
+        node("node-e", error="Failed to connect to the host via ssh: ssh: connect to host node-e port 22: No route to host",
+             cri_info={"unreachable": True, "msg": "unreachable"}, kubelet_config={"skipped": True, "skip_reason": "unreachable"}),
+        # cri_info failed, runtime_config skipped, the rest fine
+        node("node-d", cri_info={"failed": True, "msg": "CRI endpoint unix:///run/containerd/containerd.sock does not exist."},
+             kubelet_config=kubelet_config(), runtime_config={"skipped": True, "skip_reason": "Conditional result was False"},
+             image_gc_policy=None, image_gc_prune={"failed": True, "msg": "boom"}, container_gc=container_gc()),
+    ]
+
+
+def build(nodes=None, **kw):
+    return ar.audit_report(fleet() if nodes is None else nodes, generated_at="2026-11-22T10:00:00Z",
+                           policy=kw.get("policy", {"image_gc_high_threshold_percent": 85, "image_max_age": "168h"}))
+
+
+def by_host(report):
+    return {n["host"]: n for n in report["nodes"]}
+
+
+# ---------------------------------------------------------------------------------------------- the report
+NODE_KEYS = {"host", "status", "error", "runtime", "imagefs", "thresholds", "over_high_threshold", "images", "containers", "findings",
+             "drift", "parts_failed", "metrics_file"}
+
+
+def test_schema_fields_and_types():
+    report = build()
+    assert set(report) == {"schema_version", "generated_at", "policy", "summary", "nodes"}
+    assert report["schema_version"] == 1
+    assert report["generated_at"] == "2026-11-22T10:00:00Z"
+    assert report["policy"] == {"image_gc_high_threshold_percent": 85, "image_max_age": "168h"}
+    assert set(report["summary"]) == {"nodes", "nodes_ok", "nodes_failed", "nodes_over_high_threshold", "nodes_with_drift", "findings",
+                                      "reclaimable_bytes_policy", "reclaimable_bytes_prune"}
+    assert set(report["summary"]["findings"]) == {"error", "warning", "info"}
+    for n in report["nodes"]:
+        assert set(n) == NODE_KEYS
+        assert set(n["runtime"]) == {"name", "version", "endpoint", "sandbox_image"}
+        assert set(n["imagefs"]) == {"mountpoint", "capacity_bytes", "used_bytes", "available_bytes", "usage_percent"}
+        assert set(n["thresholds"]) == {"high_percent", "low_percent", "source"}
+        assert set(n["images"]) == {"total", "in_use", "reclaimable_policy", "reclaimable_prune"}
+        assert set(n["images"]["reclaimable_prune"]) == {"count", "bytes"}
+        assert set(n["containers"]) == {"total", "reclaimable", "sandboxes"}
+        assert n["status"] in ("ok", "failed")
+        assert isinstance(n["over_high_threshold"], bool)
+        for f in n["findings"]:
+            assert set(f) == {"source", "severity", "code", "message"}
+            assert f["source"] in ("kubelet_config", "runtime_config", "image_gc", "container_gc", "audit")
+    # JSON-serialisable as it is
+    json.dumps(report)
+
+
+def test_summary():
+    s = build()["summary"]
+    assert s["nodes"] == 5
+    assert s["nodes_ok"] == 4
+    assert s["nodes_failed"] == 1
+    assert s["nodes_over_high_threshold"] == 1
+    assert s["nodes_with_drift"] == 1
+    assert s["reclaimable_bytes_policy"] == 700 * MiB
+    assert s["reclaimable_bytes_prune"] == 720 * MiB + 700 * MiB
+    # node-c: info + over_high_threshold + gc_insufficient; node-b: warning + error; node-d: part_failed x2, part_skipped
+    assert s["findings"] == {"error": 3, "warning": 4, "info": 1}
+
+
+def test_node_over_threshold():
+    n = by_host(build())["node-c"]
+    assert n["status"] == "ok" and n["error"] is None
+    assert n["over_high_threshold"] is True
+    assert n["thresholds"] == {"high_percent": 85, "low_percent": 80, "source": "kubelet_config"}
+    assert n["imagefs"]["usage_percent"] == 91
+    assert n["imagefs"]["capacity_bytes"] == 50 * GiB
+    assert n["runtime"]["name"] == "containerd"
+    assert n["images"] == {"total": 3, "in_use": 2, "reclaimable_policy": {"count": 1, "bytes": 700 * MiB},
+                           "reclaimable_prune": {"count": 2, "bytes": 720 * MiB}}
+    assert n["containers"] == {"total": 3, "reclaimable": 4, "sandboxes": 2}
+    assert n["metrics_file"] == "/var/lib/node_exporter/textfile/kubenode_gc.prom"
+    codes = [(f["severity"], f["source"], f["code"]) for f in n["findings"]]
+    assert codes == [("warning", "audit", "over_high_threshold"), ("warning", "image_gc", "gc_insufficient"),
+                     ("info", "runtime_config", "config_version_1")]
+    assert "91%" in n["findings"][0]["message"] and "85%" in n["findings"][0]["message"]
+
+
+def test_node_under_threshold_uses_kubelet_thresholds():
+    n = by_host(build())["node-a"]
+    assert n["over_high_threshold"] is False
+    assert n["thresholds"] == {"high_percent": 90, "low_percent": 70, "source": "kubelet_config"}
+    assert n["findings"] == []
+    assert n["images"]["reclaimable_policy"] == {"count": 0, "bytes": 0}
+    assert n["parts_failed"] == {}
+
+
+def test_threshold_is_inclusive_like_the_kubelet():
+    n = by_host(build([node("n", cri_info=cri_info(85), kubelet_config=kubelet_config(85, 80))]))["n"]
+    assert n["over_high_threshold"] is True
+
+
+def test_drifted_node_and_sorted_findings():
+    n = by_host(build())["node-b"]
+    assert [(d["component"], d["key"]) for d in n["drift"]] == [("containerd", "sandbox_image"), ("kubelet", "imageMaximumGCAge")]
+    assert n["drift"][1] == {"component": "kubelet", "key": "imageMaximumGCAge", "desired": "168h", "actual": "0s"}
+    assert [f["severity"] for f in n["findings"]] == ["error", "warning"]
+    assert n["containers"]["reclaimable"] == 1
+
+
+def test_unreachable_node():
+    n = by_host(build())["node-e"]
+    assert n["status"] == "failed"
+    assert n["error"].startswith("Failed to connect to the host via ssh")
+    # its parts are recorded, but only the node error counts: no audit findings for them
+    assert set(n["parts_failed"]) == {"cri_info", "kubelet_config"}
+    assert n["findings"] == []
+    assert n["thresholds"]["source"] == "default"
+    assert n["thresholds"]["high_percent"] == 85 and n["thresholds"]["low_percent"] == 80
+    assert n["over_high_threshold"] is False
+    assert n["imagefs"]["usage_percent"] is None
+    assert n["images"] == {"total": None, "in_use": None, "reclaimable_policy": {"count": None, "bytes": None},
+                           "reclaimable_prune": {"count": None, "bytes": None}}
+    assert n["containers"] == {"total": None, "reclaimable": None, "sandboxes": None}
+    assert n["runtime"] == {"name": None, "version": None, "endpoint": None, "sandbox_image": None}
+
+
+def test_node_with_failed_and_skipped_parts():
+    n = by_host(build())["node-d"]
+    assert n["status"] == "ok"
+    assert n["parts_failed"] == {
+        "cri_info": "CRI endpoint unix:///run/containerd/containerd.sock does not exist.",
+        "runtime_config": "skipped: Conditional result was False",
+        "image_gc_prune": "boom",
+    }
+    expected = [("error", "part_failed"), ("error", "part_failed"), ("warning", "part_skipped")]
+    assert [(f["severity"], f["code"]) for f in n["findings"]] == expected
+    assert "cri_info" in n["findings"][0]["message"] and "image_gc_prune" in n["findings"][1]["message"]
+    assert n["imagefs"]["usage_percent"] is None
+    assert n["images"]["reclaimable_policy"] == {"count": None, "bytes": None}
+    assert n["images"]["reclaimable_prune"] == {"count": None, "bytes": None}
+    assert n["thresholds"]["source"] == "kubelet_config"
+
+
+def test_usage_falls_back_to_image_gc_and_container_fs_only():
+    cri = cri_info(70, kind="container")
+    del cri["images"]
+    n = by_host(build([node("n", cri_info=cri)]))["n"]
+    assert n["imagefs"]["usage_percent"] == 70      # the only filesystem reported
+    assert n["images"]["total"] is None
+    n = by_host(build([node("n", image_gc_policy=image_gc([], usage_before=88))]))["n"]
+    assert n["imagefs"]["usage_percent"] == 88
+    assert n["over_high_threshold"] is True
+
+
+def test_odd_inputs_do_not_crash():
+    weird = node("w", cri_info="oops", kubelet_config={"effective": {"imageGCHighThresholdPercent": "90"}},
+                 runtime_config={"findings": [{"severity": "CRITICAL", "code": None, "message": "multi\nline"}, "junk"]},
+                 container_gc={"removed_containers": None, "errors": [{"id": "x", "msg": "could not remove x."}]},
+                 drift=None)
+    n = by_host(build([weird]))["w"]
+    assert n["parts_failed"]["cri_info"].startswith("The cri_info result is a str")
+    assert n["thresholds"] == {"high_percent": 90, "low_percent": 80, "source": "kubelet_config"}
+    assert n["drift"] == []
+    assert n["containers"]["reclaimable"] is None
+    codes = {(f["source"], f["severity"], f["code"]) for f in n["findings"]}
+    assert ("runtime_config", "warning", "unknown") in codes
+    assert ("container_gc", "error", "gc_errors") in codes
+    assert all("\n" not in f["message"] for f in n["findings"])
+
+
+def test_nodes_sorted_and_deterministic():
+    nodes = fleet()
+    report = build(nodes)
+    assert [n["host"] for n in report["nodes"]] == ["node-a", "node-b", "node-c", "node-d", "node-e"]
+    again = build(list(reversed(copy.deepcopy(nodes))))
+    assert json.dumps(report, sort_keys=True) == json.dumps(again, sort_keys=True)
+    assert nodes == fleet()     # the input is not modified
+
+
+def test_empty_fleet_and_defaults():
+    report = ar.audit_report([])
+    assert report["summary"]["nodes"] == 0
+    assert report["generated_at"] is None and report["policy"] == {}
+    assert report["summary"]["reclaimable_bytes_prune"] == 0
+
+
+@pytest.mark.parametrize("nodes", ["x", [{"error": None}], [None], [{"host": ""}]])
+def test_bad_input(nodes):
+    with pytest.raises(AnsibleFilterError, match="audit_report expects"):
+        ar.audit_report(nodes)
+
+
+# ---------------------------------------------------------------------------------------------- fail_on
+def test_fail_on_never():
+    assert ar.audit_fail_reason(build(), "never") is None
+
+
+def test_fail_on_drift():
+    reason = ar.audit_fail_reason(build(), "drift")
+    assert reason == "The audit fails on drift: 1 node drifted from the desired policy (node-b)."
+    assert ar.audit_fail_reason(build([node("a", cri_info=cri_info(10))]), "drift") is None
+
+
+def test_fail_on_error():
+    reason = ar.audit_fail_reason(build(), "error")
+    assert reason == "The audit fails on error: 1 node could not be audited (node-e); 3 errors on 2 nodes (node-b, node-d)."
+
+
+def test_fail_on_warning():
+    reason = ar.audit_fail_reason(build(), "warning")
+    assert reason == ("The audit fails on warning: 1 node could not be audited (node-e); "
+                      "3 errors and 4 warnings on 3 nodes (node-b, node-c, node-d).")
+
+
+def test_fail_on_levels():
+    clean = build([node("a", cri_info=cri_info(10), kubelet_config=kubelet_config())])
+    for level in ar.FAIL_ON:
+        assert ar.audit_fail_reason(clean, level) is None
+    warn_only = build([node("a", cri_info=cri_info(90), kubelet_config=kubelet_config())])
+    assert ar.audit_fail_reason(warn_only, "error") is None
+    assert ar.audit_fail_reason(warn_only, "warning") == "The audit fails on warning: 1 warning on 1 node (a)."
+    info_only = build([node("a", runtime_config=runtime_config([{"severity": "info", "code": "x", "message": "m"}]))])
+    assert ar.audit_fail_reason(info_only, "warning") is None
+    failed_only = build([node("a", error="unreachable")])
+    assert ar.audit_fail_reason(failed_only, "error") == "The audit fails on error: 1 node could not be audited (a)."
+    assert ar.audit_fail_reason(failed_only, "drift") is None
+
+
+def test_fail_on_bad_arguments():
+    with pytest.raises(AnsibleFilterError, match="fail_on to be one of never, drift, warning, error"):
+        ar.audit_fail_reason(build(), "sometimes")
+    with pytest.raises(AnsibleFilterError, match="report dict"):
+        ar.audit_fail_reason({"nodes": None}, "error")
+
+
+# ---------------------------------------------------------------------------------------------- human_bytes
+@pytest.mark.parametrize("value, text", [
+    (None, "-"), (0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"), (MiB, "1.0 MiB"),
+    (1024 * 1024 - 1, "1.0 MiB"), (int(1.25 * GiB), "1.2 GiB"), (50 * GiB, "50.0 GiB"), (3 * 1024 * GiB, "3.0 TiB"), (-2048, "-2.0 KiB"),
+])
+def test_human_bytes(value, text):
+    assert ar.human_bytes_filter(value) == text
+
+
+def test_human_bytes_rejects_text():
+    with pytest.raises(AnsibleFilterError, match="human_bytes expects a number of bytes"):
+        ar.human_bytes_filter("lots")
+
+
+def test_filter_module():
+    assert set(ar.FilterModule().filters()) == {"audit_report", "audit_fail_reason", "human_bytes"}
+
+
+# ---------------------------------------------------------------------------------------------- templates
+def render(name, report):
+    # Ansible's template module: trim_blocks on, lstrip_blocks off, autoescape off.
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True, autoescape=False,
+                             undefined=jinja2.StrictUndefined)
+    for fname, func in ar.FilterModule().filters().items():
+        env.filters["kubenode.gc." + fname] = func
+    assert "e" in env.filters
+    return env.get_template(name).render(report=report)
+
+
+VOID = {"meta", "br", "hr", "img", "input", "link", "col", "area", "base", "wbr", "source", "track", "embed", "param"}
+
+
+class Checker(HTMLParser):
+    """Fails on any unclosed or mismatched tag; collects ids and data-host values."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack, self.ids, self.hosts, self.errors, self.text = [], [], [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids.append(attrs["id"])
+        if "data-host" in attrs:
+            self.hosts.append(attrs["data-host"])
+        if tag not in VOID:
+            self.stack.append((tag, attrs))
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+        if tag not in VOID:
+            self.stack.pop()
+
+    def handle_endtag(self, tag):
+        if not self.stack or self.stack[-1][0] != tag:
+            self.errors.append("unexpected </%s> with open %s" % (tag, [t for t, a in self.stack]))
+            return
+        self.stack.pop()
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def check_html(text):
+    checker = Checker()
+    checker.feed(text)
+    checker.close()
+    assert checker.errors == []
+    assert checker.stack == [], "unclosed: %s" % [t for t, a in checker.stack]
+    assert len(checker.ids) == len(set(checker.ids)), "duplicate ids"
+    return checker
+
+
+def test_html_report_well_formed_with_every_node():
+    report = build()
+    html = render("report.html.j2", report)
+    assert html.lstrip().startswith("<!DOCTYPE html>")
+    checker = check_html(html)
+    for n in report["nodes"]:
+        assert 'id="node-%s"' % n["host"] in html
+        assert "node-" + n["host"] in checker.ids
+        assert n["host"] in checker.hosts
+    # self-contained: no external assets or scripts
+    assert not re.search(r"<(script|link|img|iframe)\b", html)
+    assert "http://" not in html and "https://" not in html and "@import" not in html and "url(" not in html
+    # the unreachable node shows its error instead of a bar, the over-threshold one has a hatched prune segment
+    text = "".join(checker.text)
+    assert "No route to host" in text
+    assert 'class="used over"' in html
+    assert "reclaimable by pruning" in html
+    assert html.count('class="bar"') == 3     # node-a, node-b, node-c; node-d has no figures, node-e failed
+
+
+def test_html_bar_geometry():
+    report = build([node("n", cri_info=cri_info(91, capacity=100 * GiB), kubelet_config=kubelet_config(85, 80),
+                         image_gc_prune=image_gc([10 * GiB]))])
+    html = render("report.html.j2", report)
+    assert 'class="used over" style="width: 81.00%;"' in html
+    assert 'style="left: 81.00%; width: 10.00%;"' in html
+    assert 'class="mark high" style="left: 85.00%;"' in html
+    assert 'class="mark low" style="left: 80.00%;"' in html
+
+
+def test_html_escapes_everything():
+    evil = '<script>alert("x")</script>&'
+    nodes = [node("n1", error=evil),
+             node("n2", cri_info=cri_info(50), runtime_config=runtime_config([{"severity": "warning", "code": "c<1>", "message": evil}]),
+                  drift=[{"component": "kubelet", "key": "k", "desired": evil, "actual": {"a": "<b>"}}])]
+    report = build(nodes, policy={"note": evil})
+    html = render("report.html.j2", report)
+    assert "<script" not in html
+    assert "&lt;script&gt;" in html and "c&lt;1&gt;" in html
+    check_html(html)
+
+
+def md_table_rows(md):
+    lines = md.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| host | status |"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    return lines[start], rows
+
+
+def split_cells(row):
+    return [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+
+
+def test_markdown_report_has_one_row_per_node():
+    report = build()
+    md = render("report.md.j2", report)
+    assert md.startswith("# Kubernetes node disk audit")
+    header, rows = md_table_rows(md)
+    assert len(split_cells(header)) == 10
+    assert len(rows) == len(report["nodes"])
+    hosts = [split_cells(r)[0] for r in rows]
+    assert hosts == ["node-a", "node-b", "node-c", "node-d", "node-e"]
+    for row in rows:
+        assert len(split_cells(row)) == 10
+    c = split_cells(rows[2])
+    assert c[1] == "ok" and c[2] == "containerd 1.6.20~ds1" and c[4] == "91% (over)" and c[5] == "85%/80%"
+    assert c[3] == "45.5 GiB / 50.0 GiB"     # filesystem use, as the usage percent counts it
+    assert c[6] == "1 (700.0 MiB)" and c[7] == "2 (720.0 MiB)" and c[8] == "0/2/1" and c[9] == "0"
+    e = split_cells(rows[4])
+    assert e[1] == "failed" and e[2] == "-" and e[3] == "-" and e[4] == "-" and e[6] == "-"
+    # per-node sections, with findings, drift and errors
+    for n in report["nodes"]:
+        assert "\n## %s\n" % n["host"] in md
+    assert "**Not audited:** Failed to connect to the host via ssh" in md
+    assert "`over_high_threshold`" in md
+    assert "| kubelet | imageMaximumGCAge | 168h | 0s |" in md
+    assert "- cri_info: CRI endpoint unix:///run/containerd/containerd.sock does not exist." in md
+    assert "\n\n\n" not in md
+
+
+def test_markdown_escapes_pipes_in_cells():
+    report = build([node("n", cri_info=cri_info(50), drift=[{"component": "a|b", "key": "k", "desired": "x\ny", "actual": None}])])
+    md = render("report.md.j2", report)
+    header, rows = md_table_rows(md)
+    assert len(rows) == 1
+    assert "| a\\|b | k | x y | - |" in md

@@ -1,0 +1,59 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The fleet playbooks' glue filters: audit_nodes and cleanup_summary."""
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.kubenode.gc.plugins.filter.fleet import audit_nodes, cleanup_summary
+
+MIB = 1 << 20
+
+
+def test_audit_nodes_keeps_records_and_fills_in_missing_hosts():
+    nodes = audit_nodes([[{"host": "a", "error": None}, "a"], [None, "b"]])
+    assert nodes[0] == {"host": "a", "error": None}
+    assert nodes[1]["host"] == "b" and "before it could read the node" in nodes[1]["error"]
+
+
+def test_audit_nodes_rejects_bad_input():
+    with pytest.raises(AnsibleFilterError, match="pairs"):
+        audit_nodes([{"host": "a"}])
+
+
+def test_cleanup_summary_rows():
+    cleaned = {
+        "status": "cleaned",
+        "check_mode": False,
+        "containers": [{}, {}],
+        "sandboxes": [{}],
+        "log_paths": ["x"],
+        "images": [{}, {}, {}],
+        "bytes_freed_estimated": 30 * MIB,
+        "bytes_freed_measured": 24 * MIB,
+        "usage_before": "88",
+        "usage_after": 49,
+        "target_reached": True,
+        "errors": [],
+    }
+    skipped = {"status": "skipped", "reason": "imagefs usage 25% is below the high threshold 80%", "usage_before": 25, "usage_after": 25}
+    failed = {"status": "failed", "error": "Cannot connect to the CRI endpoint unix:///run/containerd/containerd.sock."}
+    lines = cleanup_summary([[cleaned, "node-a"], [skipped, "node-b"], [failed, "node-d"], [None, "node-e"]])
+    text = "\n".join(lines)
+    (row_a,) = [line for line in lines if line.startswith("node-a")]
+    assert row_a.split()[1:6] == ["2", "1", "1", "3", "24.0"]
+    assert "88% → 49%" in row_a and " yes " in row_a + " "
+    assert "node-b: skipped: imagefs usage 25% is below the high threshold 80%" in text
+    assert "node-d: failed: Cannot connect" in text
+    assert "node-e: failed: The cleanup stopped on this host" in text
+    assert lines[0] == "kubenode.gc cleanup"
+
+
+def test_cleanup_summary_marks_check_mode_and_estimates():
+    planned = {"status": "planned", "check_mode": True, "images": [{}], "bytes_freed_estimated": 5 * MIB, "bytes_freed_measured": None,
+               "usage_before": 90, "usage_after": 90, "target_reached": False, "errors": []}
+    lines = cleanup_summary([[planned, "n1"]])
+    assert lines[0] == "kubenode.gc cleanup (check mode: planned)"
+    assert "~5.0 MiB" in "\n".join(lines)
+    assert "Not at target: n1" in lines
