@@ -78,11 +78,10 @@ def write_text(module, path, text, backup=False, validate=None, mode=0o644):
                     "The validate command '%s' rejected the new %s (rc %d)%s" % (validate, path, rc, (": " + detail[-1] + ".") if detail else ".")
                 )
         backup_file = module.backup_local(path) if (backup and exists) else None
-        try:
-            module.atomic_move(tmp, path, unsafe_writes=False)
-        except SystemExit:
-            raise
+        module.atomic_move(tmp, path, unsafe_writes=False)
         tmp = None
+        if not exists:
+            os.chmod(path, mode)  # atomic_move gives a new file the umask's mode
         return backup_file
     except OSError as exc:
         raise ConfigFileError("Cannot write %s: %s." % (path, _reason(exc)))

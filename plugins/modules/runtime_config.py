@@ -1,0 +1,409 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: runtime_config
+short_description: Read, audit and set the storage settings of containerd and CRI-O in their TOML configuration files
+version_added: 0.1.0
+description:
+  - Reads the storage settings of the container runtime (where it keeps images and state, which snapshotter or storage driver
+    it uses, which sandbox image it pins) from its configuration files, reports their effective values and findings about
+    them, and with O(settings) sets them.
+  - Edits keep comments, layout, quoting and every other key of the file; only keys whose value differs are written
+    (paths are compared after normalisation), so a second run reports no change. Missing tables are created after the
+    last table of their parent.
+  - "containerd: C(/etc/containerd/config.toml) in config version 2 (containerd 1.x, C(version = 2)) or 3 (containerd 2.x,
+    C(version = 3)). A file without C(version) is version 1: it is read, but not written. An empty or new file that
+    gets settings starts with C(version = 2) unless O(content) says otherwise."
+  - "CRI-O: the O(settings) C(graphroot), C(runroot), C(imagestore) and C(driver) go to the C([storage]) table of
+    C(/etc/containers/storage.conf), C(pause_image) to C([crio.image]) of C(/etc/crio/crio.conf).
+    C([crio]) C(root), C(runroot), C(imagestore) and C(storage_driver) in C(crio.conf) override C(storage.conf) for
+    CRI-O; when C(crio.conf) sets one of them explicitly, setting the matching storage key updates it too, so both agree.
+    Drop-ins (C(*.conf) in O(dropin_dir), applied in lexical order over C(crio.conf)) are read for the effective values and
+    findings but never edited."
+  - With O(query_runtime), the runtime's CRI socket is asked for its sandbox image and image filesystem, to tell whether the
+    configuration matches the running runtime. The runtime reads its configuration only when it starts; restart it to
+    apply a change.
+author:
+  - kubenode.gc contributors (@kubenode)
+extends_documentation_fragment:
+  - kubenode.gc.cri
+  - kubenode.gc.cri.ACTIONGROUP_CRI
+attributes:
+  check_mode:
+    description: Can run in check mode and return changed status prediction without modifying the target.
+    support: full
+    details:
+      - Reports the files that would be written, the values and findings they would give, and writes nothing.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
+    support: full
+    details:
+      - One before/after diff per file that changes.
+  idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second run indicates no change.
+    support: full
+options:
+  runtime:
+    description:
+      - The container runtime whose configuration to manage.
+      - When not set, it is V(crio) if O(storage_path), O(storage_content) or O(dropin_dir) is given; otherwise V(containerd)
+        if O(path) (default C(/etc/containerd/config.toml)) exists, V(crio) if C(/etc/containers/storage.conf) or
+        C(/etc/crio/crio.conf) exists, and the module fails when both or neither do.
+    type: str
+    choices: [containerd, crio]
+  path:
+    description:
+      - The runtime's main configuration file, C(/etc/containerd/config.toml) for containerd and C(/etc/crio/crio.conf) for
+        CRI-O when not set.
+    type: path
+  storage_path:
+    description: CRI-O only. The containers/storage configuration file, C(/etc/containers/storage.conf) when not set.
+    type: path
+  dropin_dir:
+    description: CRI-O only. The directory of CRI-O's configuration drop-ins, C(/etc/crio/crio.conf.d) when not set. Read, never edited.
+    type: path
+  settings:
+    description:
+      - The settings to enforce, as strings. When not given, the module only reads and reports.
+      - Keys left out or null are not touched. Other keys fail the task, naming the keys the runtime supports.
+      - "containerd: C(root) and C(state) (absolute paths; C(root) holds images and snapshots), C(snapshotter) (the CRI
+        plugin's snapshotter, such as V(overlayfs), V(zfs) or V(native)) and C(sandbox_image) (the pod sandbox image:
+        C(sandbox_image) of the CRI plugin in version 2, C(pinned_images.sandbox) of C(io.containerd.cri.v1.images) in
+        version 3)."
+      - "CRI-O: C(graphroot), C(runroot) and C(imagestore) (absolute paths), C(driver) (one of V(overlay), V(vfs), V(btrfs),
+        V(zfs), V(devmapper) and V(aufs)) and C(pause_image) (the pod sandbox image)."
+    type: dict
+  content:
+    description:
+      - The full text of the main file (containerd's C(config.toml), CRI-O's C(crio.conf)) to start from instead of the file
+        on disk, for example a template for a new node. O(settings) are applied to it, and the file is created if missing.
+      - Without it, a file that must change has to exist.
+    type: str
+  storage_content:
+    description: CRI-O only. Like O(content), for C(storage.conf).
+    type: str
+  backup:
+    description: Keep a timestamped copy of each file before replacing it.
+    type: bool
+    default: false
+  mode:
+    description:
+      - The permissions of a file the module creates, an octal string such as V('0644'). Existing files keep their owner and
+        mode.
+    type: raw
+    default: '0644'
+  validate:
+    description:
+      - A command to check the new containerd C(config.toml) or CRI-O C(crio.conf) before it replaces the old one; C(%s) is
+        the temporary file. When it fails, nothing is written.
+      - "For example V(containerd --config %s config dump)."
+    type: str
+  query_runtime:
+    description:
+      - Ask the runtime through its CRI socket (O(cri_endpoint)) for the findings that compare the configuration with the
+        running runtime.
+      - When the socket cannot be reached, the module adds an C(info) finding C(runtime_unreachable) instead of failing.
+        grpcio and protobuf are needed only when the socket answers.
+    type: bool
+    default: true
+requirements:
+  - tomlkit >= 0.11 (python3-tomlkit on Debian 12) on the managed node.
+notes:
+  - Files are replaced atomically. For CRI-O, C(crio.conf) is written before C(storage.conf).
+  - Runtime findings describe the running runtime, which still uses the old values until it is restarted.
+seealso:
+  - module: kubenode.gc.cri_info
+  - name: containerd CRI plugin configuration
+    description: The CRI plugin's settings in config versions 2 and 3.
+    link: https://github.com/containerd/containerd/blob/main/docs/cri/config.md
+  - name: containers-storage.conf(5)
+    description: The containers/storage configuration file.
+    link: https://github.com/containers/storage/blob/main/docs/containers-storage.conf.5.md
+"""
+
+EXAMPLES = r"""
+- name: Audit the runtime's storage configuration without changing anything
+  kubenode.gc.runtime_config:
+  become: true
+  register: runtime_config
+
+- name: Show the findings
+  ansible.builtin.debug:
+    msg: "{{ runtime_config.findings | map(attribute='message') | list }}"
+
+- name: Move containerd's root to the data disk, checking the new file with containerd itself
+  kubenode.gc.runtime_config:
+    runtime: containerd
+    settings:
+      root: /data/containerd
+    validate: containerd --config %s config dump
+    backup: true
+  become: true
+  notify: Restart containerd
+
+- name: Set CRI-O's storage root and pause image
+  kubenode.gc.runtime_config:
+    runtime: crio
+    settings:
+      graphroot: /data/containers/storage
+      pause_image: registry.k8s.io/pause:3.10
+  become: true
+  notify: Restart crio
+
+- name: Write containerd's configuration on a new node from a template, with this node's snapshotter
+  kubenode.gc.runtime_config:
+    runtime: containerd
+    content: "{{ lookup('ansible.builtin.template', 'containerd-config.toml.j2') }}"
+    settings:
+      snapshotter: "{{ containerd_snapshotter | default('overlayfs') }}"
+    mode: '0644'
+  become: true
+"""
+
+RETURN = r"""
+runtime:
+  description: The runtime whose configuration was read, V(containerd) or V(crio).
+  returned: always
+  type: str
+  sample: containerd
+files:
+  description: The files written (in check mode, that would be written).
+  returned: always
+  type: list
+  elements: str
+  sample: ["/etc/containerd/config.toml"]
+backup_files:
+  description: The backup made of each file written, when O(backup) is set.
+  returned: always
+  type: dict
+  sample: {"/etc/containerd/config.toml": "/etc/containerd/config.toml.12345.2026-01-01@10:00:00~"}
+diff:
+  description: One diff per file that changes, with C(before), C(after), C(before_header) and C(after_header).
+  returned: in diff mode
+  type: list
+  elements: dict
+current:
+  description:
+    - The effective value of every setting of the runtime after the run (in check mode, as it would be), with the
+      runtime's default where no file sets it (V(null) where the default depends on the runtime's version).
+    - containerd also has C(config_version), V(1), V(2), V(3) or V(null) for a missing or empty file.
+    - For CRI-O, C(storage.conf) values are overridden by C([crio]) keys of C(crio.conf) and then by the drop-ins.
+  returned: always
+  type: dict
+  sample: {"config_version": 2, "root": "/var/lib/containerd", "state": "/run/containerd", "snapshotter": "overlayfs",
+           "sandbox_image": "registry.k8s.io/pause:3.10"}
+changes:
+  description:
+    - The settings whose effective value this run changes (in check mode, would change), with the value before and
+      after. With O(settings) in check mode this is the drift between the node and the desired settings.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    key:
+      description: The setting, one of the O(settings) keys.
+      type: str
+    before:
+      description: Its effective value before the run.
+      type: raw
+    after:
+      description: Its effective value after the run.
+      type: raw
+  sample: [{"key": "root", "before": "/var/lib/containerd", "after": "/srv/containerd"}]
+findings:
+  description:
+    - What looks wrong, most severe first, then by code. Codes are C(root_not_on_imagefs), C(sandbox_image_mismatch),
+      C(config_version_1), C(crio_root_mismatch), C(crio_runroot_mismatch), C(crio_imagestore_mismatch),
+      C(crio_storage_driver_mismatch), C(dropin_overrides), C(runtime_unreachable) and C(runtime_other) (the socket
+      belongs to another runtime, so the runtime checks were skipped).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    severity:
+      description: V(warning) or V(info).
+      type: str
+    code:
+      description: A stable identifier of the finding.
+      type: str
+    message:
+      description: One sentence naming the files, values and runtime involved.
+      type: str
+  sample: [{"severity": "warning", "code": "sandbox_image_mismatch",
+            "message": "The config sets sandbox_image registry.k8s.io/pause:3.10 but the runtime at unix:///run/containerd/containerd.sock uses
+                        registry.k8s.io/pause:3.9 (a restart applies the new value)."}]
+rpc_calls:
+  description: CRI calls made, per method (none when O(query_runtime) is false or the runtime is unreachable).
+  returned: always
+  type: dict
+  sample: {"Version": 1, "Status": 1, "ImageFsInfo": 1}
+"""
+
+import os
+import re
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _config_io, _cri, _runtime_config as rc, _snapshot
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, INSTALL_HINT
+
+CRIO_ONLY = ("storage_path", "storage_content", "dropin_dir")
+
+
+def query_runtime(module, endpoint_option, timeout, rpc_calls):
+    """(runtime info, image filesystems), or (None, a runtime_unreachable finding); counts the calls in ``rpc_calls``."""
+    try:
+        endpoint = _cri.resolve_endpoint(endpoint_option)[0]
+        problem = _cri.probe_socket(_cri.endpoint_to_path(endpoint))
+    except _cri.CriError as exc:
+        return None, rc.finding("info", "runtime_unreachable", "The runtime was not queried: %s" % exc)
+    if problem:
+        return None, rc.finding("info", "runtime_unreachable", "The runtime at %s was not queried: %s." % (endpoint, problem))
+    if not (_cri.HAS_GRPC and _cri.HAS_PROTOBUF):
+        module.fail_json(
+            msg=missing_required_lib("grpcio and protobuf") + " They are needed to query the runtime; set query_runtime to false to skip it." + INSTALL_HINT,
+            exception=_cri.GRPC_IMPORT_ERROR or _cri.PROTOBUF_IMPORT_ERROR,
+        )
+    client = _cri.CriClient(endpoint, timeout=timeout)
+    try:
+        return (_snapshot.read_runtime(client), _snapshot.read_imagefs(client)), None
+    except _cri.CriError as exc:
+        return None, rc.finding("info", "runtime_unreachable", "The runtime at %s was not queried: %s" % (endpoint, exc))
+    finally:
+        rpc_calls.update(client.rpc_calls)
+        client.close()
+
+
+def plan(runtime, p, texts):
+    """Run the pure planner on ``texts`` (path -> text or None); returns (plan, {path: new text}, main path)."""
+    if runtime == "containerd":
+        path = p["path"] or rc.CONTAINERD_PATH
+        result = rc.plan_containerd(texts[path], path, p["settings"])
+        return result, {path: result["after"]}, path
+    cpath, spath = p["path"] or rc.CRIO_PATH, p["storage_path"] or rc.STORAGE_PATH
+    dropins = [(f, t) for f, t in texts.items() if f not in (cpath, spath)]
+    result = rc.plan_crio((spath, texts[spath]), (cpath, texts[cpath]), dropins, p["settings"])
+    return result, {cpath: result["after"]["crio"], spath: result["after"]["storage"]}, cpath
+
+
+def read_files(runtime, p):
+    """path -> text on disk (None when missing), in the order the runtime reads them."""
+    if runtime == "containerd":
+        paths = [p["path"] or rc.CONTAINERD_PATH]
+    else:
+        dropin_dir = p["dropin_dir"] or rc.DROPIN_DIR
+        dropins = sorted(f for f in _listdir(dropin_dir) if f.endswith(".conf"))
+        paths = [p["storage_path"] or rc.STORAGE_PATH, p["path"] or rc.CRIO_PATH] + [os.path.join(dropin_dir, f) for f in dropins]
+    texts = {path: _config_io.read_text(path) for path in paths}
+    return {path: text for path, text in texts.items() if text is not None or path not in paths[2:]}
+
+
+def _listdir(path):
+    try:
+        return os.listdir(path)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise _config_io.ConfigFileError("Cannot read the drop-in directory %s: %s." % (path, exc.strerror or exc))
+
+
+def file_mode(module, value):
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.match(r"^0?[0-7]{3,4}$", value):
+        return int(value, 8)
+    module.fail_json(msg="mode must be an octal string such as '0644', got %r." % (value,))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            runtime=dict(type="str", choices=["containerd", "crio"]),
+            path=dict(type="path"),
+            storage_path=dict(type="path"),
+            dropin_dir=dict(type="path"),
+            settings=dict(type="dict"),
+            content=dict(type="str"),
+            storage_content=dict(type="str"),
+            backup=dict(type="bool", default=False),
+            mode=dict(type="raw", default="0644"),
+            validate=dict(type="str"),
+            query_runtime=dict(type="bool", default=True),
+            **CRI_COMMON_ARGS,
+        ),
+        supports_check_mode=True,
+    )
+    if not rc.HAS_TOMLKIT:
+        module.fail_json(msg=missing_required_lib("tomlkit"), exception=rc.TOMLKIT_IMPORT_ERROR)
+    p = module.params
+    mode = file_mode(module, p["mode"])
+    if p["cri_timeout"] <= 0:
+        module.fail_json(msg="cri_timeout must be a positive number of seconds, got %s." % p["cri_timeout"])
+    if p["validate"] and "%s" not in p["validate"]:
+        module.fail_json(msg="validate must contain %%s (the file to check), got %r." % p["validate"])
+    crio_options = [k for k in CRIO_ONLY if p[k] is not None]
+    try:
+        runtime = p["runtime"] or rc.detect_runtime(p["path"], crio_options)
+        if runtime == "containerd" and crio_options:
+            raise rc.ConfigError("%s appl%s only to runtime crio." % (" and ".join(crio_options), "ies" if len(crio_options) == 1 else "y"))
+        disk = read_files(runtime, p)
+        base = dict(disk)
+        main_path = p["path"] or (rc.CONTAINERD_PATH if runtime == "containerd" else rc.CRIO_PATH)
+        if p["content"] is not None:
+            base[main_path] = p["content"]
+        if p["storage_content"] is not None:
+            base[p["storage_path"] or rc.STORAGE_PATH] = p["storage_content"]
+        result, after, main_path = plan(runtime, p, base)
+    except (rc.ConfigError, _config_io.ConfigFileError) as exc:
+        module.fail_json(msg=str(exc))
+    try:
+        previous = plan(runtime, dict(p, settings=None), disk)[0]["current"]
+    except rc.ConfigError:
+        previous = {}
+    changed_keys = [k for k, v in result["current"].items() if previous.get(k) != v]
+
+    findings, rpc_calls = list(result["findings"]), {}
+    if p["query_runtime"]:
+        reported, problem = query_runtime(module, p["cri_endpoint"], p["cri_timeout"], rpc_calls)
+        findings += [problem] if problem else rc.runtime_findings(runtime, result["current"], changed_keys, *reported)
+
+    writes = []
+    for path, text in after.items():
+        new = text if text is not None else base[path]
+        if new is not None and new != disk[path]:
+            writes.append((path, new))
+    backups, done = {}, []
+    if not module.check_mode:
+        for path, text in writes:
+            try:
+                backup = _config_io.write_text(module, path, text, backup=p["backup"], validate=p["validate"] if path == main_path else None, mode=mode)
+            except _config_io.ConfigFileError as exc:
+                module.fail_json(msg=str(exc), changed=bool(done), files=done, backup_files=backups)
+            done.append(path)
+            if backup:
+                backups[path] = backup
+            if disk[path] is None:  # atomic_move gives a new file the umask's mode
+                module.set_mode_if_different(path, mode, False)
+    out = dict(
+        changed=bool(writes),
+        runtime=runtime,
+        files=[path for path, text in writes],
+        backup_files=backups,
+        current=result["current"],
+        changes=[dict(key=k, before=previous.get(k), after=result["current"][k]) for k in changed_keys if k != "config_version"],
+        findings=rc.sort_findings(findings),
+        rpc_calls=rpc_calls,
+    )
+    if module._diff:
+        out["diff"] = [_config_io.unified_diff_dict(path, disk[path], text) for path, text in writes]
+    module.exit_json(**out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,471 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+import pytest
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _runtime_config as rc
+
+P = "/etc/containerd/config.toml"
+
+V1 = """# an old config
+root = "/srv/containerd"
+[plugins.cri]
+  sandbox_image = "k8s.gcr.io/pause:3.2"
+  [plugins.cri.containerd]
+    snapshotter = "native"
+"""
+
+V2 = """# managed by hand
+version = 2
+root = "/var/lib/containerd"   # the default
+disabled_plugins = []
+
+[grpc]
+  address = "/run/containerd/containerd.sock"
+
+# CRI plugin
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.6"   # pinned
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+
+[metrics]
+  address = ""
+"""
+
+V3 = """version = 3
+root = '/var/lib/containerd'
+
+[plugins]
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = 'overlayfs'   # default
+
+  [plugins.'io.containerd.cri.v1.runtime']
+    enable_selinux = false
+
+# the end
+"""
+
+
+def containerd(text, settings=None, path=P):
+    return rc.plan_containerd(text, path, settings)
+
+
+# -- reading ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (V1, dict(config_version=1, root="/srv/containerd", state="/run/containerd", snapshotter="native", sandbox_image="k8s.gcr.io/pause:3.2")),
+        (V2, dict(config_version=2, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.6")),
+        (
+            V3 + "[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = 'registry.k8s.io/pause:3.10'\n",
+            dict(config_version=3, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.10"),
+        ),
+        ("", dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None)),
+        (None, dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None)),
+        ("# only a comment\n", dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None)),
+    ],
+)
+def test_containerd_read(text, expected):
+    plan = containerd(text)
+    assert plan["current"] == expected
+    assert plan["after"] is None
+
+
+def test_version_1_is_read_with_a_finding_but_not_written():
+    plan = containerd(V1, {"root": "/srv/containerd/"})  # same path: nothing to write
+    assert plan["after"] is None
+    assert [f["code"] for f in plan["findings"]] == ["config_version_1"]
+    with pytest.raises(rc.ConfigError, match=r"^/etc/containerd/config.toml is a version 1 config, .*'containerd config migrate' first\.$"):
+        containerd(V1, {"root": "/data"})
+
+
+def test_unknown_version():
+    with pytest.raises(rc.ConfigError, match=r"has config version 4; only versions 1, 2 and 3 are known\.$"):
+        containerd("version = 4\n")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("version = 2\nroot = \n", r"^/etc/containerd/config.toml is not valid TOML at line 2, column 8: Invalid value\.$"),
+        (
+            "version = 2\n[grpc]\n  a = 1\n[grpc]\n  b = 2\n",
+            r"^/etc/containerd/config.toml is not valid TOML at line 4, column 6: Cannot declare \('grpc',\) twice\.$",
+        ),
+        ("[a]\nb.c = 1\n[a.b]\nd = 1\n", r"^/etc/containerd/config.toml is not valid TOML at line 3, column 5: Cannot declare \('a', 'b'\) twice\.$"),
+        ('x = "unterminated\n', r"^/etc/containerd/config.toml is not valid TOML at line 1, column 18: Illegal character '\\n'\.$"),
+    ],
+)
+def test_parse_errors_name_file_and_line(text, message):
+    with pytest.raises(rc.ConfigError, match=message):
+        containerd(text, {"root": "/data"})
+
+
+# -- writing containerd ------------------------------------------------------------
+
+
+def test_v2_edit_keeps_everything_else():
+    plan = containerd(V2, {"root": "/data/containerd/", "state": "/run/ctrd", "snapshotter": "zfs", "sandbox_image": "registry.k8s.io/pause:3.9"})
+    assert plan["after"] == ("""# managed by hand
+version = 2
+root = "/data/containerd"   # the default
+disabled_plugins = []
+state = "/run/ctrd"
+
+[grpc]
+  address = "/run/containerd/containerd.sock"
+
+# CRI plugin
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.9"   # pinned
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "zfs"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+
+[metrics]
+  address = ""
+""")
+    assert plan["current"] == dict(config_version=2, root="/data/containerd", state="/run/ctrd", snapshotter="zfs", sandbox_image="registry.k8s.io/pause:3.9")
+    # idempotent: the result needs nothing more
+    assert (
+        containerd(plan["after"], {"root": "/data/containerd", "state": "/run/ctrd/", "snapshotter": "zfs", "sandbox_image": "registry.k8s.io/pause:3.9"})[
+            "after"
+        ]
+        is None
+    )
+
+
+def test_v2_creates_missing_tables_in_the_file_style():
+    text = """version = 2
+
+[grpc]
+  address = "/run/containerd/containerd.sock"
+
+# metrics follow
+[metrics]
+  address = ""
+"""
+    after = containerd(text, {"sandbox_image": "registry.k8s.io/pause:3.9", "snapshotter": "zfs"})["after"]
+    assert after == ("""version = 2
+
+[grpc]
+  address = "/run/containerd/containerd.sock"
+
+# metrics follow
+[metrics]
+  address = ""
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.9"
+
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "zfs"
+""")
+
+
+def test_v2_adds_a_table_inside_its_parent_before_the_next_tables_comment():
+    text = """version = 2
+[plugins."io.containerd.grpc.v1.cri"]
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/opt/cni/bin"
+
+# metrics
+[metrics]
+  address = ""
+"""
+    after = containerd(text, {"snapshotter": "zfs", "sandbox_image": "registry.k8s.io/pause:3.9"})["after"]
+    assert after == ("""version = 2
+[plugins."io.containerd.grpc.v1.cri"]
+  enable_selinux = false
+  sandbox_image = "registry.k8s.io/pause:3.9"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/opt/cni/bin"
+
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "zfs"
+
+# metrics
+[metrics]
+  address = ""
+""")
+
+
+def test_v3_edit_keeps_quotes_and_creates_pinned_images():
+    plan = containerd(V3, {"root": "/data/containerd", "snapshotter": "native", "sandbox_image": "registry.k8s.io/pause:3.10"})
+    assert plan["after"] == ("""version = 3
+root = '/data/containerd'
+
+[plugins]
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = 'native'   # default
+
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = 'registry.k8s.io/pause:3.10'
+
+  [plugins.'io.containerd.cri.v1.runtime']
+    enable_selinux = false
+
+# the end
+""")
+    assert plan["current"]["sandbox_image"] == "registry.k8s.io/pause:3.10"
+    assert containerd(plan["after"], {"root": "/data/containerd", "snapshotter": "native", "sandbox_image": "registry.k8s.io/pause:3.10"})["after"] is None
+
+
+def test_v3_gives_a_table_known_only_from_its_sub_table_a_header():
+    text = "version = 3\n\n[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = 'registry.k8s.io/pause:3.10'\n"
+    after = containerd(text, {"snapshotter": "native"})["after"]
+    assert after == (
+        "version = 3\n\n"
+        "[plugins.'io.containerd.cri.v1.images']\n  snapshotter = 'native'\n\n"
+        "[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = 'registry.k8s.io/pause:3.10'\n"
+    )
+
+
+def test_empty_file_gets_version_2_and_content_may_say_3():
+    assert containerd("", {"root": "/data", "sandbox_image": "registry.k8s.io/pause:3.9"})["after"] == (
+        'version = 2\nroot = "/data"\n\n[plugins."io.containerd.grpc.v1.cri"]\nsandbox_image = "registry.k8s.io/pause:3.9"\n'
+    )
+    plan = containerd("version = 3\n", {"snapshotter": "zfs", "sandbox_image": "registry.k8s.io/pause:3.10"})
+    assert plan["after"] == (
+        "version = 3\n\n[plugins.'io.containerd.cri.v1.images']\nsnapshotter = 'zfs'\n\n"
+        "[plugins.'io.containerd.cri.v1.images'.pinned_images]\nsandbox = 'registry.k8s.io/pause:3.10'\n"
+    )
+    assert plan["current"]["config_version"] == 3
+
+
+def test_missing_file_without_content_fails_only_when_it_must_change():
+    assert containerd(None, {})["after"] is None
+    with pytest.raises(rc.ConfigError, match=r"^/etc/containerd/config.toml does not exist; set content to create it\.$"):
+        containerd(None, {"root": "/data"})
+
+
+def test_dotted_and_inline_tables():
+    dotted = 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  containerd.snapshotter = "a"\n'
+    assert containerd(dotted, {"snapshotter": "zfs", "sandbox_image": "registry.k8s.io/pause:3.9"})["after"] == (
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  containerd.snapshotter = "zfs"\n  sandbox_image = "registry.k8s.io/pause:3.9"\n'
+    )
+    inline = 'version = 2\n[plugins]\n  "io.containerd.grpc.v1.cri" = { enable_selinux = false }\n'
+    with pytest.raises(rc.ConfigError, match=r"^Cannot add plugins.io.containerd.grpc.v1.cri.sandbox_image to /etc/containerd/config.toml: .* by hand\.$"):
+        containerd(inline, {"sandbox_image": "registry.k8s.io/pause:3.9"})
+
+
+def test_out_of_order_tables_are_edited_where_they_are():
+    text = 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  a = 1\n[grpc]\n  b = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  c = 3\n'
+    assert containerd(text, {"snapshotter": "zfs", "sandbox_image": "registry.k8s.io/pause:3.9"})["after"] == (
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  a = 1\n  snapshotter = "zfs"\n[grpc]\n  b = 2\n'
+        '[plugins."io.containerd.grpc.v1.cri"]\n  c = 3\n  sandbox_image = "registry.k8s.io/pause:3.9"\n'
+    )
+
+
+def test_file_without_final_newline():
+    assert containerd('version = 2\nroot = "/a"', {"root": "/b"})["after"] == 'version = 2\nroot = "/b"\n'
+
+
+# -- settings ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "runtime, settings, message",
+    [
+        (
+            "containerd",
+            {"graphroot": "/x"},
+            r"^Unknown settings key graphroot for runtime containerd; the supported keys are root, state, snapshotter, sandbox_image\.$",
+        ),
+        (
+            "crio",
+            {"root": "/x", "zz": 1},
+            r"^Unknown settings keys root, zz for runtime crio; the supported keys are graphroot, runroot, imagestore, driver, pause_image\.$",
+        ),
+        ("containerd", {"root": "var/lib/containerd"}, r"^settings.root must be an absolute path, got 'var/lib/containerd'\.$"),
+        ("containerd", {"state": "/"}, r"^settings.state must be a directory below /, not / itself\.$"),
+        ("containerd", {"root": 5}, r"^settings.root must be a string, got 5\.$"),
+        ("containerd", {"snapshotter": "Over Lay"}, r"^settings.snapshotter must be a snapshotter name"),
+        ("containerd", {"snapshotter": ""}, r"^settings.snapshotter must be a snapshotter name"),
+        ("containerd", {"sandbox_image": "Registry.k8s.io/Pause"}, r"^settings.sandbox_image must be an image reference"),
+        ("crio", {"pause_image": "pause:"}, r"^settings.pause_image must be an image reference"),
+        ("crio", {"driver": "overlay2"}, r"^settings.driver must be one of overlay, vfs, btrfs, zfs, devmapper, aufs, got 'overlay2'\.$"),
+    ],
+)
+def test_bad_settings(runtime, settings, message):
+    with pytest.raises(rc.ConfigError, match=message):
+        rc.check_settings(runtime, settings)
+
+
+@pytest.mark.parametrize(
+    "ref",
+    ["pause", "registry.k8s.io/pause:3.9", "localhost:5000/a/b_c:v1.2-3", "quay.io/x/y@sha256:" + "a" * 64, "[::1]:5000/pause:1", "docker.io/library/a__b"],
+)
+def test_image_references(ref):
+    assert rc.check_settings("containerd", {"sandbox_image": ref}) == {"sandbox_image": ref}
+
+
+def test_settings_are_normalised_and_nulls_skipped():
+    assert rc.check_settings("crio", {"graphroot": "/data//storage/", "pause_image": None}) == {"graphroot": "/data/storage"}
+
+
+# -- CRI-O -----------------------------------------------------------------------------
+
+STORAGE = """# containers-storage
+[storage]
+driver = "overlay"
+runroot = "/run/containers/storage"
+graphroot = "/var/lib/containers/storage"
+
+[storage.options.overlay]
+mountopt = "nodev"
+"""
+
+CRIO = """[crio]
+# root overrides storage.conf
+root = "/var/lib/containers/storage"
+log_dir = "/var/log/crio/pods"
+
+[crio.api]
+listen = "/var/run/crio/crio.sock"
+"""
+
+
+def crio(storage=STORAGE, conf=CRIO, dropins=(), settings=None):
+    return rc.plan_crio(("/etc/containers/storage.conf", storage), ("/etc/crio/crio.conf", conf), list(dropins), settings)
+
+
+def test_crio_read_effective_values():
+    plan = crio(dropins=[("/etc/crio/crio.conf.d/10-a.conf", '[crio.image]\npause_image = "registry.k8s.io/pause:3.9"\n')])
+    assert plan["after"] == dict(storage=None, crio=None)
+    assert plan["current"] == dict(
+        graphroot="/var/lib/containers/storage", runroot="/run/containers/storage", imagestore=None, driver="overlay", pause_image="registry.k8s.io/pause:3.9"
+    )
+    assert plan["findings"] == []
+
+
+def test_crio_edits_storage_conf_and_the_explicit_crio_keys():
+    plan = crio(
+        settings={"graphroot": "/data/storage", "runroot": "/run/containers/storage/", "driver": "overlay", "pause_image": "registry.k8s.io/pause:3.10"}
+    )
+    assert plan["after"]["storage"] == STORAGE.replace('graphroot = "/var/lib/containers/storage"', 'graphroot = "/data/storage"')
+    assert plan["after"]["crio"] == ("""[crio]
+# root overrides storage.conf
+root = "/data/storage"
+log_dir = "/var/log/crio/pods"
+
+[crio.api]
+listen = "/var/run/crio/crio.sock"
+
+[crio.image]
+pause_image = "registry.k8s.io/pause:3.10"
+""")
+    assert plan["current"]["graphroot"] == "/data/storage" and plan["current"]["pause_image"] == "registry.k8s.io/pause:3.10"
+    assert plan["findings"] == []
+    again = crio(plan["after"]["storage"], plan["after"]["crio"], settings={"graphroot": "/data/storage", "pause_image": "registry.k8s.io/pause:3.10"})
+    assert again["after"] == dict(storage=None, crio=None)
+
+
+def test_crio_creates_the_storage_table():
+    plan = crio(storage="", conf=None, settings={"graphroot": "/data/storage", "driver": "overlay"})
+    assert plan["after"] == dict(storage='[storage]\ngraphroot = "/data/storage"\ndriver = "overlay"\n', crio=None)
+
+
+def test_crio_missing_files_fail_only_when_they_must_change():
+    assert crio(storage=None, conf=None)["current"]["graphroot"] == "/var/lib/containers/storage"
+    with pytest.raises(rc.ConfigError, match=r"^/etc/containers/storage.conf does not exist; set storage_content to create it\.$"):
+        crio(storage=None, settings={"runroot": "/run/x"})
+    with pytest.raises(rc.ConfigError, match=r"^/etc/crio/crio.conf does not exist; set content to create it\.$"):
+        crio(conf=None, settings={"pause_image": "registry.k8s.io/pause:3.10"})
+
+
+def test_crio_mismatch_and_dropin_findings():
+    dropins = [
+        ("/etc/crio/crio.conf.d/10-storage.conf", '[crio]\nrunroot = "/run/other"\nstorage_driver = "overlay"\n'),
+        ("/etc/crio/crio.conf.d/20-image.conf", '[crio.image]\npause_image = "registry.k8s.io/pause:3.6"\n'),
+        ("/etc/crio/crio.conf.d/30-driver.conf", '[crio]\nstorage_driver = "vfs"\n'),
+    ]
+    plan = crio(dropins=dropins, settings={"pause_image": "registry.k8s.io/pause:3.10", "runroot": "/run/containers/storage"})
+    assert plan["current"]["runroot"] == "/run/other"
+    assert plan["current"]["driver"] == "vfs"
+    assert plan["current"]["pause_image"] == "registry.k8s.io/pause:3.6"
+    findings = rc.sort_findings(plan["findings"])
+    assert [(f["severity"], f["code"]) for f in findings] == [
+        ("warning", "crio_runroot_mismatch"),
+        ("warning", "crio_storage_driver_mismatch"),
+        ("warning", "dropin_overrides"),
+        ("warning", "dropin_overrides"),
+    ]
+    assert findings[0]["message"] == (
+        "[crio] runroot '/run/other' in /etc/crio/crio.conf.d/10-storage.conf differs from runroot '/run/containers/storage' in "
+        "/etc/containers/storage.conf: CRI-O uses '/run/other', other containers/storage tools use '/run/containers/storage'."
+    )
+    assert findings[2]["message"] == (
+        "The drop-in /etc/crio/crio.conf.d/10-storage.conf sets [crio] runroot = '/run/other', which overrides the runroot "
+        "'/run/containers/storage' set here (drop-ins are not edited)."
+    )
+
+
+def test_crio_root_mismatch_in_crio_conf():
+    plan = crio(conf='[crio]\nroot = "/srv/crio"\n')
+    assert [f["code"] for f in plan["findings"]] == ["crio_root_mismatch"]
+    assert plan["current"]["graphroot"] == "/srv/crio"
+
+
+# -- runtime findings, detection, sorting ---------------------------------------------------
+
+DEVICES = {"/var/lib/containerd": 1, "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs": 1, "/data": 2}
+IMAGEFS = [{"kind": "image", "mountpoint": "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"}, {"kind": "container", "mountpoint": "/data"}]
+INFO = {"name": "containerd", "endpoint": "unix:///run/containerd/containerd.sock", "sandbox_image": "registry.k8s.io/pause:3.9"}
+
+
+def test_runtime_findings():
+    current = dict(root="/var/lib/containerd", sandbox_image="registry.k8s.io/pause:3.9")
+    assert rc.runtime_findings("containerd", current, [], INFO, IMAGEFS, DEVICES.get) == []
+    moved = rc.runtime_findings("containerd", dict(root="/data", sandbox_image="pause"), ["root"], INFO, IMAGEFS, DEVICES.get)
+    assert [f["code"] for f in moved] == ["root_not_on_imagefs", "sandbox_image_mismatch"]
+    assert moved[0]["message"] == (
+        "root /data is not on the filesystem of the image filesystem /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs "
+        "that the runtime at unix:///run/containerd/containerd.sock reports (a restart applies the new value)."
+    )
+    assert moved[1]["message"] == (
+        "The config sets sandbox_image pause but the runtime at unix:///run/containerd/containerd.sock uses registry.k8s.io/pause:3.9."
+    )
+    same_ref = dict(root="/var/lib/containerd", sandbox_image="busybox")
+    assert rc.runtime_findings("containerd", same_ref, [], dict(INFO, sandbox_image="docker.io/library/busybox:latest"), IMAGEFS, DEVICES.get) == []
+    other = rc.runtime_findings("crio", {"graphroot": "/data"}, [], INFO, IMAGEFS, DEVICES.get)
+    assert [(f["severity"], f["code"]) for f in other] == [("info", "runtime_other")]
+
+
+def test_device_of_uses_the_nearest_existing_parent(tmp_path):
+    assert rc.device_of(str(tmp_path / "not" / "there")) == rc.device_of(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "existing, crio_options, expected",
+    [
+        ({P}, [], "containerd"),
+        ({rc.STORAGE_PATH}, [], "crio"),
+        ({rc.CRIO_PATH}, [], "crio"),
+        ({P, rc.STORAGE_PATH}, ["storage_path"], "crio"),
+    ],
+)
+def test_detect_runtime(existing, crio_options, expected):
+    assert rc.detect_runtime(None, crio_options, existing.__contains__) == expected
+
+
+def test_detect_runtime_fails_when_unclear():
+    with pytest.raises(rc.ConfigError, match=r"^Both /etc/containerd/config.toml and /etc/containers/storage.conf exist, .*set runtime"):
+        rc.detect_runtime(None, [], {P, rc.STORAGE_PATH}.__contains__)
+    with pytest.raises(rc.ConfigError, match=r"^None of /x.toml, /etc/containers/storage.conf and /etc/crio/crio.conf exists"):
+        rc.detect_runtime("/x.toml", [], set().__contains__)
+
+
+def test_sort_findings():
+    findings = [rc.finding("info", "a", "x"), rc.finding("warning", "z", "y"), rc.finding("warning", "b", "z")]
+    assert [f["code"] for f in rc.sort_findings(findings)] == ["b", "z", "a"]
