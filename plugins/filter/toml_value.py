@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
 from ansible.errors import AnsibleFilterError
@@ -27,7 +28,7 @@ def toml_value(value):
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
+        if math.isnan(value) or math.isinf(value):
             raise AnsibleFilterError("toml_value cannot render %r: TOML has nan and inf, configuration files should not." % value)
         return repr(value)
     if isinstance(value, str):

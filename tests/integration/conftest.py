@@ -58,7 +58,8 @@ def collection_tarball(tmp_path_factory):
 @pytest.fixture(scope="session")
 def collections_path(tmp_path_factory, collection_tarball):
     path = tmp_path_factory.mktemp("collections")
-    subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--force", "-p", str(path), collection_tarball], check=True, capture_output=True)
+    cmd = [os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--force", "-p", str(path), collection_tarball]
+    subprocess.run(cmd, check=True, capture_output=True)
     assert os.path.isfile(path / "ansible_collections" / "kubenode" / "gc" / "plugins" / "modules" / "cri_info.py")
     return str(path)
 

@@ -1,0 +1,406 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: kubelet_config
+short_description: Audit and set the kubelet's garbage collection, eviction and log rotation settings in its configuration file
+version_added: 0.1.0
+description:
+  - Reads the kubelet's C(KubeletConfiguration) file (YAML or JSON) and the flag files that feed the kubelet's command line,
+    and reports the values the kubelet will use (RV(effective)), the flags that override the file (RV(flag_overrides)) and
+    known pitfalls (RV(findings)).
+  - With O(settings), sets the image garbage collection, eviction and container log keys in the file, and nothing else. The
+    file keeps its format. YAML is edited round-trip, so comments, key order, quoting, indentation and every other key stay as
+    they were; JSON keeps its key order, indentation and trailing newline. New keys go in sorted position when the keys of
+    the mapping are already sorted (as kubeadm writes them), else at its end.
+  - A value that is semantically equal to the file's is not rewritten (V(2m) equals V(2m0s), V(100Mi) equals V(104857600),
+    V(20%) equals V(20.0%), the string V("85") equals V(85)), so a second run reports no change.
+  - >-
+    Before anything is written, the resulting configuration goes through the kubelet's own checks, with the kubelet's
+    messages - the C(ValidateKubeletConfiguration) rules for these keys (prefixed C(invalid configuration: )), the eviction
+    threshold parser (signals, percentages, quantities, grace periods, minimum reclaims) and the container log size. When any
+    check fails the task fails with one sentence listing every error, separated by C(; ), and the file is not touched.
+  - The checks run on what the kubelet will use, the kubelet's defaults, then the file, then the flags found in
+    O(flag_files), which win over the file as in the kubelet. A flag that makes the result invalid therefore blocks the write
+    too, and the message names the flag files.
+  - >-
+    Differences from the kubelet, on purpose or by necessity.
+    All errors are reported, where the kubelet's eviction parser stops at the first one (in random map order).
+    Raw parse errors (a quantity, percentage or duration that does not parse) are prefixed with the map and signal, for
+    example C(evictionHard[memory.available]: ), because the kubelet's bare message does not say where the value is.
+    Durations that do not parse are reported as C(<key>: time: invalid duration ...); values of the wrong type with Go's
+    C(json: cannot unmarshal ...) message.
+    The C(containerLogMaxFiles) message is C(invalid configuration: containerLogMaxFiles (--container-log-max-files) <v> must
+    be greater than 1) (newer kubelets drop the flag and value from it).
+    C(imageMaximumGCAge) is treated as generally available (v1.35); on v1.29-v1.34 it also needs the C(ImageMaximumGCAge)
+    feature gate, which is on by default from v1.30, and feature gates are not checked.
+    A negative C(imageMinimumGCAge) is rejected, as by the newest kubelets.
+    The C(containerfs.available) and C(containerfs.inodesFree) eviction signals (v1.29+) are accepted.
+    Only Linux eviction defaults are known (with C(imagefs.inodesFree), v1.30+).
+    C(mergeDefaultEvictionSettings) is taken into account as v1.33+ kubelets do; older kubelets ignore the key.
+    Flags are read from files, not from the running process. Every flag found in O(flag_files) is assumed to reach the
+    kubelet; when a flag appears several times, the last one (in O(flag_files) order) wins, and a repeated map flag adds to
+    the first. A map flag such as C(--eviction-hard) replaces the whole map from the file, and the default eviction
+    thresholds are not merged into it. A C(--config-dir) drop-in directory is not read.
+author:
+  - kubenode.gc contributors (@kubenode)
+attributes:
+  check_mode:
+    description: Can run in check mode and return changed status prediction without modifying the target.
+    support: full
+    details:
+      - Everything is computed and validated, C(changed) and the diff are reported, and nothing is written.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
+    support: full
+    details:
+      - The file's text before and after.
+  idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second run indicates no change.
+    support: full
+options:
+  path:
+    description:
+      - The kubelet configuration file.
+      - When not given, the path in a C(--config) flag found in O(flag_files) is used if that file exists, else the first
+        existing file of V(/var/lib/kubelet/config.yaml) (kubeadm), V(/etc/kubernetes/kubelet/kubelet-config.json) (EKS) and
+        V(/etc/kubernetes/kubelet-config.yaml). When none exists the task fails, unless O(content) is given and a C(--config)
+        flag names the file to create.
+    type: path
+  settings:
+    description:
+      - KubeletConfiguration keys to set, with their camelCase names. Supported keys are C(imageGCHighThresholdPercent),
+        C(imageGCLowThresholdPercent) (integers; a string of digits is accepted and written as an integer),
+        C(imageMinimumGCAge), C(imageMaximumGCAge), C(evictionPressureTransitionPeriod), C(containerLogMonitorInterval) (Go
+        duration strings such as V(2m) or V(168h)), C(evictionHard), C(evictionSoft), C(evictionSoftGracePeriod),
+        C(evictionMinimumReclaim) (mappings of eviction signal to a string value), C(evictionMaxPodGracePeriod),
+        C(containerLogMaxFiles), C(containerLogMaxWorkers) (integers), C(mergeDefaultEvictionSettings) (boolean),
+        C(containerLogMaxSize) (a quantity such as V(10Mi)) and C(podLogsDir) (an absolute path). Any other key fails the task.
+      - A mapping value sets the map exactly - signals not given are removed from it, entries that stay keep their order
+        and comments.
+      - A value of V(null) removes the key from the file, so the kubelet's default applies.
+      - When neither O(settings) nor O(content) is given the module only reads and reports, never writes, and returns
+        C(changed=false).
+    type: dict
+  content:
+    description:
+      - The full text to start from instead of the existing file, for example from a template lookup on a node being built.
+        The file may then be missing, and is created with O(mode). O(settings) are applied on top of it.
+      - The file is written in JSON when O(path) ends with C(.json), else in YAML, converting the content if needed.
+      - The file is replaced when the result differs from its text. Giving O(content) without O(settings) writes the
+        content as it is.
+    type: str
+  backup:
+    description: Keep a timestamped copy of the old file next to it when it is replaced.
+    type: bool
+    default: false
+  mode:
+    description:
+      - The permissions of a file this module creates, as an octal string such as V('0644') or a number. An existing file
+        keeps its owner, group and mode.
+    type: raw
+    default: '0644'
+  validate:
+    description:
+      - A command run on the new text before the file is replaced, with C(%s) standing for a temporary file in the same
+        directory, for example a schema checker such as V(/usr/local/bin/check-kubelet-config %s). A non-zero exit fails the task
+        and leaves the file alone.
+    type: str
+  flag_files:
+    description:
+      - Files (glob patterns allowed) that hold kubelet flags - environment files with lines such as
+        C(KUBELET_KUBEADM_ARGS="--a=b --c d") and systemd units or drop-ins with C(Environment=) and C(ExecStart=) lines
+        (backslash continuations are joined). Files that do not exist are skipped.
+      - These flags are reported in RV(flag_overrides) and override the file in RV(effective) - C(--image-gc-high-threshold),
+        C(--image-gc-low-threshold), C(--minimum-image-ttl-duration), C(--eviction-hard), C(--eviction-soft),
+        C(--eviction-soft-grace-period), C(--eviction-minimum-reclaim), C(--eviction-pressure-transition-period),
+        C(--eviction-max-pod-grace-period), C(--container-log-max-size) and C(--container-log-max-files); the deprecated
+        container garbage collection flags C(--minimum-container-ttl-duration), C(--maximum-dead-containers-per-container)
+        and C(--maximum-dead-containers) are reported too. Other flags are ignored.
+    type: list
+    elements: path
+    default:
+      - /var/lib/kubelet/kubeadm-flags.env
+      - /etc/default/kubelet
+      - /etc/sysconfig/kubelet
+      - /etc/systemd/system/kubelet.service.d/*.conf
+      - /usr/lib/systemd/system/kubelet.service.d/*.conf
+      - /lib/systemd/system/kubelet.service.d/*.conf
+notes:
+  - The kubelet reads its configuration only when it starts; restart it (for example with a handler) after a change.
+  - The RV(findings) check C(gc_high_at_or_above_eviction) compares the image GC high threshold only with percentage
+    C(imagefs.available) thresholds; a quantity threshold such as V(10Gi) cannot be compared without the disk size.
+requirements:
+  - ruamel.yaml (0.17 or later) on the managed node
+seealso:
+  - module: kubenode.gc.image_gc
+  - module: kubenode.gc.container_gc
+"""
+
+EXAMPLES = r"""
+- name: Audit the kubelet's GC and eviction settings without changing anything
+  kubenode.gc.kubelet_config:
+  become: true
+  register: kubelet
+
+- name: Show problems found on the node
+  ansible.builtin.debug:
+    msg: "{{ kubelet.findings | selectattr('severity', 'in', ['error', 'warning']) | map(attribute='message') | list }}"
+
+- name: Start image GC well before disk-pressure eviction and keep the default eviction thresholds
+  kubenode.gc.kubelet_config:
+    settings:
+      imageGCHighThresholdPercent: 75
+      imageGCLowThresholdPercent: 60
+      imageMinimumGCAge: 5m
+      imageMaximumGCAge: 168h
+      evictionHard:
+        memory.available: 100Mi
+        nodefs.available: 10%
+        nodefs.inodesFree: 5%
+        imagefs.available: 15%
+        imagefs.inodesFree: 5%
+      containerLogMaxSize: 50Mi
+      containerLogMaxFiles: 3
+    backup: true
+  become: true
+  notify: Restart kubelet
+
+- name: Remove a soft eviction policy so the kubelet's defaults apply again
+  kubenode.gc.kubelet_config:
+    path: /var/lib/kubelet/config.yaml
+    settings:
+      evictionSoft: null
+      evictionSoftGracePeriod: null
+  become: true
+  notify: Restart kubelet
+
+- name: Write the kubelet configuration of a new node from a template, with this node's thresholds
+  kubenode.gc.kubelet_config:
+    path: /var/lib/kubelet/config.yaml
+    content: "{{ lookup('ansible.builtin.template', 'kubelet-config.yaml.j2') }}"
+    settings:
+      imageGCHighThresholdPercent: "{{ node_image_gc_high | default(80) }}"
+      imageGCLowThresholdPercent: "{{ node_image_gc_low | default(70) }}"
+    mode: '0600'
+  become: true
+"""
+
+RETURN = r"""
+path:
+  description: The configuration file read (and written).
+  returned: always
+  type: str
+  sample: /var/lib/kubelet/config.yaml
+format:
+  description: The file's format, V(yaml) or V(json).
+  returned: always
+  type: str
+  sample: yaml
+created:
+  description: Whether the file did not exist and was created (in check mode, would be).
+  returned: always
+  type: bool
+  sample: false
+backup_file:
+  description: The backup copy of the old file.
+  returned: when O(backup=true) and the file was replaced
+  type: str
+  sample: /var/lib/kubelet/config.yaml.12345.2026-01-01@10:00:00~
+config:
+  description: The file's resulting top-level mapping (in check mode, what it would be), as plain data.
+  returned: always
+  type: dict
+  sample: {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "imageGCHighThresholdPercent": 75}
+effective:
+  description:
+    - For every supported key, the value the kubelet will use - its default (C(imageMinimumGCAge) V(2m), also when the
+      file says V(0s); C(imageMaximumGCAge) V(0s); thresholds 85 and 80; C(evictionPressureTransitionPeriod) V(5m);
+      C(containerLogMaxSize) V(10Mi); C(containerLogMaxFiles) 5; C(containerLogMaxWorkers) 1;
+      C(containerLogMonitorInterval) V(10s); C(mergeDefaultEvictionSettings) false; C(podLogsDir) V(/var/log/pods)),
+      overridden by the file, then by the flags.
+    - C(evictionHard) is the Linux default set (C(memory.available<100Mi), C(nodefs.available<10%), C(nodefs.inodesFree<5%),
+      C(imagefs.available<15%), C(imagefs.inodesFree<5%)) when the file has none, the file's map plus the missing defaults
+      with C(mergeDefaultEvictionSettings), else only the file's (or a flag's) map.
+    - Durations are Go duration strings (V(2m0s), V(168h0m0s)), so they compare as strings. A file value that cannot be
+      decoded is reported as its default, with an C(invalid_config) finding.
+  returned: always
+  type: dict
+  sample: {"imageGCHighThresholdPercent": 85, "imageGCLowThresholdPercent": 80, "imageMinimumGCAge": "2m0s", "imageMaximumGCAge": "0s",
+           "evictionHard": {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%",
+                            "imagefs.available": "15%", "imagefs.inodesFree": "5%"},
+           "evictionSoft": {}, "evictionSoftGracePeriod": {}, "evictionMinimumReclaim": {}, "evictionPressureTransitionPeriod": "5m0s",
+           "evictionMaxPodGracePeriod": 0, "mergeDefaultEvictionSettings": false, "containerLogMaxSize": "10Mi",
+           "containerLogMaxFiles": 5, "containerLogMaxWorkers": 1, "containerLogMonitorInterval": "10s", "podLogsDir": "/var/log/pods"}
+flag_overrides:
+  description: The flags found in O(flag_files) that override a supported key or are deprecated container GC flags, in order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    flag:
+      description: The flag, with its dashes.
+      type: str
+      sample: --image-gc-high-threshold
+    value:
+      description: The flag's value as written.
+      type: str
+      sample: "90"
+    file:
+      description: The file the flag is in.
+      type: str
+      sample: /var/lib/kubelet/kubeadm-flags.env
+    key:
+      description: The KubeletConfiguration key it overrides, V(null) for the deprecated container GC flags.
+      type: str
+      sample: imageGCHighThresholdPercent
+    deprecated:
+      description: Whether it is one of the deprecated container GC flags that have no config file key.
+      type: bool
+      sample: false
+changes:
+  description:
+    - The O(settings) keys this run changes in the file (in check mode, would change), with the file's value before
+      and after (V(null) when the key is absent). Semantically equal values (V(2m) and V(2m0s)) are no change.
+    - With O(settings) in check mode this is the drift between the node and the desired settings.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    key:
+      description: The KubeletConfiguration key.
+      type: str
+    before:
+      description: Its value in the file before the run.
+      type: raw
+    after:
+      description: Its value in the file after the run.
+      type: raw
+  sample: [{"key": "imageGCHighThresholdPercent", "before": 95, "after": 80}]
+findings:
+  description:
+    - Problems and facts about the effective configuration, errors first, then warnings, then information, each sorted by
+      code.
+    - C(invalid_config) (error, read-only mode) - one per error the kubelet would report for the current configuration.
+    - C(invalid_flag) (error) - a flag whose value does not parse; it is left out of RV(effective).
+    - C(max_age_not_above_min) (error) - C(imageMaximumGCAge) is set but not above the effective C(imageMinimumGCAge).
+    - C(gc_high_at_or_above_eviction) (warning) - the image GC high threshold is at or above the disk usage where a hard
+      (or, separately, soft) C(imagefs.available) percentage threshold evicts pods, so eviction can come first. Not reported
+      when image GC is disabled (high threshold 100).
+    - C(partial_eviction_hard) (warning) - C(evictionHard) from the file without C(mergeDefaultEvictionSettings), or from a
+      flag, drops default signals, which are then not monitored; the message lists them.
+    - C(flag_overrides_file) (warning) - one per flag that overrides a key, saying whether the file sets that key.
+    - C(deprecated_flag) (warning) - one per deprecated container GC flag.
+    - C(image_gc_disabled) (info) - C(imageGCHighThresholdPercent) is 100.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    severity:
+      description: V(error), V(warning) or V(info).
+      type: str
+      sample: warning
+    code:
+      description: A stable identifier of the check.
+      type: str
+      sample: partial_eviction_hard
+    message:
+      description: One sentence.
+      type: str
+      sample: "evictionHard in the config file without mergeDefaultEvictionSettings replaces the kubelet's default hard eviction
+        thresholds, so nodefs.inodesFree<5%, imagefs.inodesFree<5% are not monitored; list them too or set
+        mergeDefaultEvictionSettings: true (kubelet v1.33+)"
+diff:
+  description: The file's text before and after.
+  returned: when diff mode is on
+  type: dict
+  sample: {"before": "imageGCHighThresholdPercent: 85\n", "after": "imageGCHighThresholdPercent: 75\n"}
+"""
+
+import glob
+import os
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _config_io
+from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config as kc
+
+DEFAULT_PATHS = ("/var/lib/kubelet/config.yaml", "/etc/kubernetes/kubelet/kubelet-config.json", "/etc/kubernetes/kubelet-config.yaml")
+DEFAULT_FLAG_FILES = [
+    "/var/lib/kubelet/kubeadm-flags.env",
+    "/etc/default/kubelet",
+    "/etc/sysconfig/kubelet",
+    "/etc/systemd/system/kubelet.service.d/*.conf",
+    "/usr/lib/systemd/system/kubelet.service.d/*.conf",
+    "/lib/systemd/system/kubelet.service.d/*.conf",
+]
+
+
+def read_flag_files(patterns):
+    """[(path, text)] of the existing files matching ``patterns``, in order, each once."""
+    files = []
+    for pattern in patterns:
+        for path in sorted(glob.glob(pattern)):
+            if os.path.isfile(path) and path not in [f[0] for f in files]:
+                files.append((path, _config_io.read_text(path) or ""))
+    return files
+
+
+def find_path(config_flag, content):
+    candidates = list(dict.fromkeys(([config_flag] if config_flag else []) + list(DEFAULT_PATHS)))
+    for path in candidates:
+        if os.path.exists(path):
+            return path
+    if content is not None and config_flag:
+        return config_flag
+    raise kc.ConfigError("No kubelet configuration file found (tried %s); give path, and content to create one." % ", ".join(candidates))
+
+
+def file_mode(mode):
+    try:
+        return mode if isinstance(mode, int) else int(str(mode), 8)
+    except ValueError:
+        raise kc.ConfigError("mode must be an octal number such as 0644, got %r." % (mode,))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path"),
+            settings=dict(type="dict"),
+            content=dict(type="str"),
+            backup=dict(type="bool", default=False),
+            mode=dict(type="raw", default="0644"),
+            validate=dict(type="str"),
+            flag_files=dict(type="list", elements="path", default=DEFAULT_FLAG_FILES),
+        ),
+        supports_check_mode=True,
+    )
+    if not kc.HAS_RUAMEL:
+        module.fail_json(msg=missing_required_lib("ruamel.yaml"), exception=kc.RUAMEL_IMPORT_ERROR)
+    p = module.params
+    try:
+        mode = file_mode(p["mode"])
+        flags = kc.parse_flag_files(read_flag_files(p["flag_files"]))
+        path = p["path"] or find_path(kc.config_flag(flags), p["content"])
+        result = kc.plan(path, _config_io.read_text(path), settings=p["settings"], content=p["content"], overrides=kc.flag_overrides(flags))
+        backup_file = None
+        if result["changed"] and not module.check_mode:
+            backup_file = _config_io.write_text(module, path, result["after"], backup=p["backup"], validate=p["validate"], mode=mode)
+    except (kc.ConfigError, _config_io.ConfigFileError) as exc:
+        module.fail_json(msg=str(exc))
+    out = {k: result[k] for k in ("changed", "format", "created", "config", "effective", "flag_overrides", "changes", "findings")}
+    if backup_file:
+        out["backup_file"] = backup_file
+    if module._diff:
+        out["diff"] = _config_io.unified_diff_dict(path, result["before"], result["after"])
+    module.exit_json(path=path, **out)
+
+
+if __name__ == "__main__":
+    main()
