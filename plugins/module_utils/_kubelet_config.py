@@ -756,11 +756,12 @@ def plan(path, existing, settings=None, content=None, overrides=()):
     read_only = settings is None and content is None
     changes = []
     if settings:
-        original = plain(doc.data)
+        before = report(effective(plain(doc.data))[0])
         keys = apply_settings(doc.data, normalize_settings(settings))
         modified = bool(keys) or modified
-        updated = plain(doc.data)
-        changes = [dict(key=k, before=original.get(k), after=updated.get(k)) for k in keys]
+        after_values = report(effective(plain(doc.data))[0])
+        # drift in what the kubelet would use from the file (defaults included, flags aside)
+        changes = [dict(key=k, before=before[k], after=after_values[k]) for k in keys if before[k] != after_values[k]]
     after = dump(doc) if modified else base
     cfg = plain(doc.data)
     values, sources, errors, flag_errors = effective(cfg, overrides)

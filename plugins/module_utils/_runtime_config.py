@@ -468,8 +468,15 @@ def crio_effective(spath, sdata, cpath, cdata, ddata, wanted):
     for path, data in layers:
         if _blank(lookup(data, CRIO_IMAGE_TABLE, "pause_image")) is not None:
             current["pause_image"] = lookup(data, CRIO_IMAGE_TABLE, "pause_image")
-    for key, value in wanted.items():
+    # what a drop-in can silently override: the requested values, and without a request crio.conf's own
+    targets = {}
+    for key in list(CRIO_OVERRIDES) + ["pause_image"]:
         table, crio_key = (CRIO_IMAGE_TABLE, key) if key == "pause_image" else (CRIO_TABLE, CRIO_OVERRIDES[key])
+        if key in wanted:
+            targets[key] = (table, crio_key, wanted[key], "requested here")
+        elif _blank(lookup(cdata, table, crio_key)) is not None:
+            targets[key] = (table, crio_key, lookup(cdata, table, crio_key), "set in %s" % cpath)
+    for key, (table, crio_key, value, origin) in targets.items():
         for path, data in ddata:
             dropped = _blank(lookup(data, table, crio_key))
             if dropped is not None and not same(key, dropped, value):
@@ -477,8 +484,8 @@ def crio_effective(spath, sdata, cpath, cdata, ddata, wanted):
                     finding(
                         "warning",
                         "dropin_overrides",
-                        "The drop-in %s sets [%s] %s = %r, which overrides the %s %r set here (drop-ins are not edited)."
-                        % (path, ".".join(table), crio_key, dropped, key, value),
+                        "The drop-in %s sets [%s] %s = %r, which overrides the %s %r %s (drop-ins are not edited)."
+                        % (path, ".".join(table), crio_key, dropped, key, value, origin),
                     )
                 )
     return dict(current=current, findings=findings)

@@ -265,8 +265,9 @@ flag_overrides:
       sample: false
 changes:
   description:
-    - The O(settings) keys this run changes in the file (in check mode, would change), with the file's value before
-      and after (V(null) when the key is absent). Semantically equal values (V(2m) and V(2m0s)) are no change.
+    - The O(settings) keys whose value, as the kubelet reads the file (its defaults for absent keys, flags aside), this
+      run changes (in check mode, would change), before and after, in the form of RV(effective). Writing a key the file
+      lacks with the kubelet's default value, or V(2m) over V(2m0s), is no change here.
     - With O(settings) in check mode this is the drift between the node and the desired settings.
   returned: always
   type: list
@@ -276,10 +277,10 @@ changes:
       description: The KubeletConfiguration key.
       type: str
     before:
-      description: Its value in the file before the run.
+      description: Its value before the run.
       type: raw
     after:
-      description: Its value in the file after the run.
+      description: Its value after the run.
       type: raw
   sample: [{"key": "imageGCHighThresholdPercent", "before": 95, "after": 80}]
 findings:

@@ -74,12 +74,13 @@ def node_image():
 class NodeContainer(EmbeddedContainerd):
     """One node container; CRI helpers (import_images, run_pod, add_container, ...) act on its containerd."""
 
-    def __init__(self, name, image, imagefs_size="160M", sandbox_image=SANDBOX_IMAGE):
+    def __init__(self, name, image, imagefs_size="160M", sandbox_image=SANDBOX_IMAGE, group="harness"):
         # short work dir: the socket path must fit in sun_path
         workdir = tempfile.mkdtemp(prefix="kgc-%s-" % name, dir="/tmp")
         super().__init__(workdir=workdir, imagefs_size=imagefs_size, sandbox_image=sandbox_image, socket=os.path.join(workdir, "run", "containerd.sock"))
         self.name = name
         self.image = image
+        self.group = group
         self.pod_logs = "/var/log/pods"
         self.mounts = {"/run/containerd": os.path.join(self.workdir, "run"), "/var/log/pods": os.path.join(self.workdir, "pods")}
 
@@ -97,7 +98,7 @@ class NodeContainer(EmbeddedContainerd):
         for d in self.mounts.values():
             os.makedirs(d, exist_ok=True)
         docker("rm", "-f", self.name, check=False)
-        args = ["run", "-d", "--name", self.name, "--hostname", self.name, "--label", LABEL + "=1"] + RUN_FLAGS
+        args = ["run", "-d", "--name", self.name, "--hostname", self.name, "--label", "%s=%s" % (LABEL, self.group)] + RUN_FLAGS
         args += ["--tmpfs", "/var/lib/containerd:size=%d,mode=0711" % parse_size(self.imagefs_size)]
         for inside, outside in self.mounts.items():
             args += ["-v", "%s:%s" % (outside, inside)]
@@ -138,8 +139,8 @@ class NodeContainer(EmbeddedContainerd):
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def remove_leftover_nodes():
-    """Remove node containers a killed test run left behind."""
-    ids = docker("ps", "-aq", "--filter", "label=" + LABEL, check=False).split()
+def remove_leftover_nodes(group="harness"):
+    """Remove the node containers of ``group`` that a killed test run left behind."""
+    ids = docker("ps", "-aq", "--filter", "label=%s=%s" % (LABEL, group), check=False).split()
     if ids:
         docker("rm", "-f", *ids, check=False)

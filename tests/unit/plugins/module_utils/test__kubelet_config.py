@@ -507,6 +507,8 @@ def test_plan_reports_changes_as_drift():
     result = kc.plan("/x/config.yaml", existing, settings={"imageGCHighThresholdPercent": 80, "imageMinimumGCAge": "2m", "containerLogMaxFiles": 3})
     assert result["changes"] == [
         {"key": "imageGCHighThresholdPercent", "before": 95, "after": 80},
-        {"key": "containerLogMaxFiles", "before": None, "after": 3},
+        {"key": "containerLogMaxFiles", "before": 5, "after": 3},  # the kubelet's default before
     ]
     assert kc.plan("/x/config.yaml", existing)["changes"] == []
+    # writing a key the file lacks, with the kubelet's default value, is no drift
+    assert kc.plan("/x/config.yaml", existing, settings={"imageMaximumGCAge": "0s"})["changes"] == []

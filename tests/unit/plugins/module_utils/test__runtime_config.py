@@ -407,8 +407,17 @@ def test_crio_mismatch_and_dropin_findings():
     )
     assert findings[2]["message"] == (
         "The drop-in /etc/crio/crio.conf.d/10-storage.conf sets [crio] runroot = '/run/other', which overrides the runroot "
-        "'/run/containers/storage' set here (drop-ins are not edited)."
+        "'/run/containers/storage' requested here (drop-ins are not edited)."
     )
+
+
+def test_dropin_overriding_crio_conf_is_reported_read_only():
+    dropins = [("/etc/crio/crio.conf.d/20-site.conf", '[crio.image]\npause_image = "registry.k8s.io/pause:3.9"\n')]
+    plan = crio(conf='[crio.image]\npause_image = "registry.k8s.io/pause:3.10"\n', dropins=dropins)
+    assert plan["current"]["pause_image"] == "registry.k8s.io/pause:3.9"
+    (override,) = plan["findings"]
+    assert override["code"] == "dropin_overrides"
+    assert override["message"].endswith("overrides the pause_image 'registry.k8s.io/pause:3.10' set in /etc/crio/crio.conf (drop-ins are not edited).")
 
 
 def test_crio_root_mismatch_in_crio_conf():

@@ -1,0 +1,85 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What kubenode.gc.crio_storage left on each node: parsed files, kept comments, backups, findings, restarts."""
+
+import os
+import tomllib
+
+import pytest
+import testinfra.utils.ansible_runner
+
+testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
+
+STORAGE = "/etc/containers/storage.conf"
+CRIO = "/etc/crio/crio.conf"
+DROPIN = "/etc/crio/crio.conf.d/20-site.conf"
+
+
+@pytest.fixture
+def name(host):
+    return host.backend.get_hostname()
+
+
+def toml(host, path):
+    return tomllib.loads(host.file(path).content_string)
+
+
+def backups(host, path):
+    return host.run("ls %s.*~", path).stdout.split()
+
+
+def test_crio_restarted(host):
+    before = host.file("/var/tmp/crio-invocation").content_string.strip()
+    assert host.service("crio").is_running
+    assert host.check_output("systemctl show -p InvocationID --value crio") != before
+
+
+def test_merged_files(host, name):
+    if name != "kgc-crio-merge":
+        pytest.skip("merge node only")
+    storage = toml(host, STORAGE)["storage"]
+    assert storage["graphroot"] == "/srv/crio/storage"
+    assert storage["runroot"] == "/run/crio-storage"
+    assert storage["driver"] == "overlay"
+    assert storage["options"]["overlay"]["mountopt"] == "nodev,metacopy=on"
+    text = host.file(STORAGE).content_string
+    assert "# Primary read/write location of container storage\n" in text
+    crio = toml(host, CRIO)
+    # crio.conf's explicit root overrides storage.conf: it was moved too, so they agree
+    assert crio["crio"]["root"] == "/srv/crio/storage"
+    assert crio["crio"]["log_dir"] == "/var/log/crio/pods"
+    assert crio["crio"]["image"]["pause_image"] == "registry.k8s.io/pause:3.10"
+    assert host.file(CRIO).content_string.startswith("# cri-o configuration, tuned by the platform team.\n")
+    assert host.file(CRIO).mode == 0o600
+    # drop-ins are never edited
+    assert toml(host, DROPIN)["crio"]["image"]["pause_image"] == "registry.k8s.io/pause:3.9"
+    assert len(backups(host, STORAGE)) == 1 and len(backups(host, CRIO)) == 1
+    assert backups(host, DROPIN) == []
+
+
+def test_findings(host, name):
+    result = host.ansible("kubenode.gc.runtime_config", "runtime=crio query_runtime=false", check=False)
+    assert not result.get("failed"), result
+    codes = {f["code"] for f in result["findings"]}
+    assert "crio_root_mismatch" not in codes
+    if name == "kgc-crio-merge":
+        (override,) = [f for f in result["findings"] if f["code"] == "dropin_overrides"]
+        assert "20-site.conf" in override["message"] and override["severity"] == "warning"
+        assert result["current"]["pause_image"] == "registry.k8s.io/pause:3.9"  # the drop-in wins
+        assert result["current"]["graphroot"] == "/srv/crio/storage"
+    else:
+        assert codes <= {"config_version_1"}
+        assert result["current"]["graphroot"] == "/var/lib/containers/storage"
+
+
+def test_template_storage_conf(host, name):
+    if name != "kgc-crio-template":
+        pytest.skip("template node only")
+    text = host.file(STORAGE).content_string
+    assert "Managed by kubenode.gc.crio_storage" in text.splitlines()[0]
+    storage = toml(host, STORAGE)["storage"]
+    assert storage["driver"] == "overlay" and storage["graphroot"] == "/var/lib/containers/storage"
+    assert storage["options"]["pull_options"] == {"enable_partial_images": "false"}
+    assert storage["options"]["overlay"]["mountopt"] == "nodev"
+    assert not host.file(CRIO).exists
