@@ -24,12 +24,28 @@ def _pairs(value, name):
     return out
 
 
+def _drift(record):
+    """Drift from the check-mode config module results: what the desired settings would change."""
+    out = []
+    for part, component in (("kubelet_config", "kubelet"), ("runtime_config", None)):
+        result = record.get(part + "_drift", record.get(part))
+        if not isinstance(result, dict) or result.get("failed") or result.get("skipped"):
+            continue
+        for change in result.get("changes") or []:
+            out.append({"component": component or result.get("runtime") or "runtime", "key": change.get("key"),
+                        "desired": change.get("after"), "actual": change.get("before")})
+    return out
+
+
 def audit_nodes(value):
-    """[node record or None, host] pairs -> node records; a host without a record gets one with its error."""
+    """[node record or None, host] pairs -> node records with their drift; a host without a record gets one with its error."""
     nodes = []
     for record, host in _pairs(value, "audit_nodes"):
         if record is None:
             record = {"host": host, "error": "The audit stopped on this host before it could read the node."}
+        else:
+            record = dict(record)
+            record.setdefault("drift", _drift(record))
         nodes.append(record)
     return nodes
 

@@ -16,6 +16,7 @@ mode and SELinux context. Nothing here knows any file format.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 
 from ansible.module_utils.common.text.converters import to_native
@@ -23,6 +24,15 @@ from ansible.module_utils.common.text.converters import to_native
 
 class ConfigFileError(Exception):
     """One sentence naming the file and what went wrong."""
+
+
+def file_mode(value):
+    """The ``mode`` option (an int, or an octal string such as '0644') as an int; ConfigFileError otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 0o7777:
+        return value
+    if isinstance(value, str) and re.match(r"^0?[0-7]{3,4}$", value.strip()):
+        return int(value, 8)
+    raise ConfigFileError("mode must be an octal string such as '0644', got %r." % (value,))
 
 
 def read_text(path):

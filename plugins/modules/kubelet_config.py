@@ -362,13 +362,6 @@ def find_path(config_flag, content):
     raise kc.ConfigError("No kubelet configuration file found (tried %s); give path, and content to create one." % ", ".join(candidates))
 
 
-def file_mode(mode):
-    try:
-        return mode if isinstance(mode, int) else int(str(mode), 8)
-    except ValueError:
-        raise kc.ConfigError("mode must be an octal number such as 0644, got %r." % (mode,))
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -386,7 +379,7 @@ def main():
         module.fail_json(msg=missing_required_lib("ruamel.yaml"), exception=kc.RUAMEL_IMPORT_ERROR)
     p = module.params
     try:
-        mode = file_mode(p["mode"])
+        mode = _config_io.file_mode(p["mode"])
         flags = kc.parse_flag_files(read_flag_files(p["flag_files"]))
         path = p["path"] or find_path(kc.config_flag(flags), p["content"])
         result = kc.plan(path, _config_io.read_text(path), settings=p["settings"], content=p["content"], overrides=kc.flag_overrides(flags))

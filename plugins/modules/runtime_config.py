@@ -246,7 +246,6 @@ rpc_calls:
 """
 
 import os
-import re
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
@@ -313,14 +312,6 @@ def _listdir(path):
         raise _config_io.ConfigFileError("Cannot read the drop-in directory %s: %s." % (path, exc.strerror or exc))
 
 
-def file_mode(module, value):
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.match(r"^0?[0-7]{3,4}$", value):
-        return int(value, 8)
-    module.fail_json(msg="mode must be an octal string such as '0644', got %r." % (value,))
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -342,7 +333,10 @@ def main():
     if not rc.HAS_TOMLKIT:
         module.fail_json(msg=missing_required_lib("tomlkit"), exception=rc.TOMLKIT_IMPORT_ERROR)
     p = module.params
-    mode = file_mode(module, p["mode"])
+    try:
+        mode = _config_io.file_mode(p["mode"])
+    except _config_io.ConfigFileError as exc:
+        module.fail_json(msg=str(exc))
     if p["cri_timeout"] <= 0:
         module.fail_json(msg="cri_timeout must be a positive number of seconds, got %s." % p["cri_timeout"])
     if p["validate"] and "%s" not in p["validate"]:

@@ -134,7 +134,7 @@ def render_table(rows, title=None):
     known = [r.get("target_reached") for r in rows if r.get("target_reached") is not None]
     estimated = any(r.get("bytes_estimated") and r.get("bytes_freed") is not None for r in rows)
     total_errors = sum(int(r.get("errors") or 0) for r in rows)
-    broken = sum(1 for r in rows if (r.get("status") or "ok") != "ok")
+    broken = sum(1 for r in rows if (r.get("status") or "ok") in ("failed", "unreachable"))
     totals = (
         "TOTAL (%d)" % len(rows),
         _count(_sum(rows, "containers")),

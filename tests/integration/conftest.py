@@ -13,6 +13,7 @@ per managed-node interpreter:
 KUBENODE_GC_TEST_INTERPRETERS=name=/path,... overrides the list.
 """
 
+import contextlib
 import glob
 import json
 import os
@@ -145,3 +146,18 @@ def runtime(containerd):
     """The module's containerd, emptied to just its sandbox image before each test."""
     containerd.reset()
     return containerd
+
+
+@contextlib.contextmanager
+def read_only_tmpfs(path, files):
+    """A 1 MiB tmpfs at ``path`` holding ``files`` (name -> text), remounted read-only (root can't write there either)."""
+    os.makedirs(path)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "kubenode-gc-ro", str(path)], check=True)
+    try:
+        for name, text in files.items():
+            with open(os.path.join(str(path), name), "w", encoding="utf-8") as f:
+                f.write(text)
+        subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True)
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=False)

@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from tests.integration.conftest import read_only_tmpfs
+
 MODULE = "kubenode.gc.kubelet_config"
 
 CONFIG = """\
@@ -206,15 +208,8 @@ def test_content_creates_a_new_file_with_mode(ansible, node, interpreter):
 @pytest.fixture
 def readonly_dir(node):
     """A small tmpfs with a config file, remounted read-only."""
-    mount = node / "ro"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], check=True)
-    try:
-        (mount / "config.yaml").write_text(CONFIG)
-        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+    with read_only_tmpfs(node / "ro", {"config.yaml": CONFIG}) as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 BAD_YAML = "kind: KubeletConfiguration\nevictionHard:\n  memory.available: 1Gi\n   nodefs.available: 5%\n"

@@ -9,6 +9,8 @@ import subprocess
 
 import pytest
 
+from tests.integration.conftest import read_only_tmpfs
+
 MODULE = "kubenode.gc.runtime_config"
 
 V2 = """# containerd, by hand
@@ -337,15 +339,8 @@ def test_failing_validate_writes_nothing(ansible, tmp_path):
 
 @pytest.fixture
 def read_only_dir(tmp_path):
-    mnt = tmp_path / "ro"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "kubenode-gc-ro", str(mnt)], check=True)
-    try:
-        write(mnt / "config.toml", V2)
-        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+    with read_only_tmpfs(tmp_path / "ro", {"config.toml": V2}) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
 
 
 BAD = {

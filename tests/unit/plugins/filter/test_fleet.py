@@ -13,7 +13,7 @@ MIB = 1 << 20
 
 def test_audit_nodes_keeps_records_and_fills_in_missing_hosts():
     nodes = audit_nodes([[{"host": "a", "error": None}, "a"], [None, "b"]])
-    assert nodes[0] == {"host": "a", "error": None}
+    assert nodes[0] == {"host": "a", "error": None, "drift": []}
     assert nodes[1]["host"] == "b" and "before it could read the node" in nodes[1]["error"]
 
 
@@ -47,6 +47,8 @@ def test_cleanup_summary_rows():
     assert "node-b: skipped: imagefs usage 25% is below the high threshold 80%" in text
     assert "node-d: failed: Cannot connect" in text
     assert "node-e: failed: The cleanup stopped on this host" in text
+    (total,) = [line for line in lines if line.startswith("TOTAL")]
+    assert total.endswith("2 failed")  # node-d and node-e; the skipped node-b is no failure
     assert lines[0] == "kubenode.gc cleanup"
 
 
@@ -57,3 +59,20 @@ def test_cleanup_summary_marks_check_mode_and_estimates():
     assert lines[0] == "kubenode.gc cleanup (check mode: planned)"
     assert "~5.0 MiB" in "\n".join(lines)
     assert "Not at target: n1" in lines
+
+
+def test_audit_nodes_derives_drift_from_the_check_mode_results():
+    record = {
+        "host": "n",
+        "kubelet_config": {"changes": []},
+        "kubelet_config_drift": {"changes": [{"key": "imageGCHighThresholdPercent", "before": 95, "after": 80}]},
+        "runtime_config": {"runtime": "containerd"},
+        "runtime_config_drift": {"runtime": "containerd", "changes": [{"key": "root", "before": "/var/lib/containerd", "after": "/srv/c"}]},
+    }
+    (node,) = audit_nodes([[record, "n"]])
+    assert node["drift"] == [
+        {"component": "kubelet", "key": "imageGCHighThresholdPercent", "desired": 80, "actual": 95},
+        {"component": "containerd", "key": "root", "desired": "/srv/c", "actual": "/var/lib/containerd"},
+    ]
+    failed = dict(record, kubelet_config_drift={"failed": True, "msg": "x"}, runtime_config_drift={"skipped": True})
+    assert audit_nodes([[failed, "n"]])[0]["drift"] == []

@@ -1,0 +1,287 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The fleet playbooks on four real node containers over the community.docker.docker connection.
+
+node-a  filled over the high threshold
+node-b  filled well under it
+node-c  over the threshold, and its kubelet configuration drifted from the policy
+node-d  containerd stopped: must show up as failed without stopping the waves
+
+Every node runs a pod whose running and exited containers use images that must survive.
+The tests run in order: configure, audit, cleanup, check-mode cleanup.
+"""
+
+import html.parser
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.harness.images import ImageSpec
+from tests.harness.nodes import NodeContainer, node_image, remove_leftover_nodes
+
+BIN = os.path.dirname(sys.executable)
+MIB = 1 << 20
+HIGH, LOW = 80, 50
+NODES = {"node-a": 86, "node-b": 25, "node-c": 84, "node-d": 40}
+DRIFTED_KUBELET = """# hand-edited on node-c
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+imageGCHighThresholdPercent: 95
+imageGCLowThresholdPercent: 90
+"""
+KUBELET = """apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+"""
+
+
+def usage(node):
+    """The kubelet's imagefs usage percent, from statvfs inside the node."""
+    out = node.exec("stat", "-f", "-c", "%b %a %S", "/var/lib/containerd")
+    blocks, avail, size = (int(x) for x in out.split())
+    return 100 - (avail * 100 // blocks)
+
+
+def image_ids(node):
+    return {img.id for img in node.client.list_images()}
+
+
+def fill(node, percent):
+    """Pod with a running and an exited container (their images are in use), then unused images up to percent."""
+    node.import_images([ImageSpec("registry.example/app:1", size=2 * MIB), ImageSpec("registry.example/job:1", size=2 * MIB)])
+    pod = node.run_pod("web", namespace="prod", uid="uid-web-" + node.name)
+    node.add_container(pod, "app", "registry.example/app:1", "running")
+    node.add_container(pod, "job", "registry.example/job:1", "exited")
+    n = 0
+    while usage(node) < percent:
+        n += 1
+        node.import_images([ImageSpec("registry.example/old/tool-%d:1" % n, size=3 * MIB, share_base=False)])
+    return n
+
+
+class Fleet:
+    def __init__(self, workdir, collections_path):
+        self.workdir = workdir
+        self.collections_path = collections_path
+        self.nodes = {}
+        self.inventory = os.path.join(workdir, "inventory.yml")
+        self.runs = 0
+
+    def write_inventory(self):
+        hosts = {name: {"ansible_host": node.name} for name, node in self.nodes.items()}
+        group_vars = {
+            "ansible_connection": "community.docker.docker",
+            "ansible_python_interpreter": "/usr/bin/python3",
+            "kubelet_gc_image_gc_high_threshold_percent": HIGH,
+            "kubelet_gc_image_gc_low_threshold_percent": LOW,
+            "kubelet_gc_image_minimum_gc_age": "1s",
+            "kubelet_gc_restart": False,
+            "kubenode_gc_container_min_age": "0s",
+            "kubenode_gc_cleanup_image_min_age": "0s",
+            "kubenode_gc_report_dir": os.path.join(self.workdir, "report"),
+        }
+        with open(self.inventory, "w", encoding="utf-8") as f:
+            yaml.safe_dump({"all": {"children": {"nodes": {"hosts": hosts, "vars": group_vars}}}}, f)
+
+    def playbook(self, name, *args, env=None):
+        self.runs += 1
+        cmd = [os.path.join(BIN, "ansible-playbook"), "kubenode.gc." + name, "-i", self.inventory] + list(args)
+        run_env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=self.collections_path, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+                       ANSIBLE_HOST_KEY_CHECKING="0", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
+        run_env.update(env or {})
+        proc = subprocess.run(cmd, cwd=self.workdir, env=run_env, capture_output=True, text=True, check=False)
+        with open(os.path.join(self.workdir, "run-%d-%s.log" % (self.runs, name)), "w", encoding="utf-8") as f:
+            f.write(proc.stdout + proc.stderr)
+        return proc
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory, collections_path):
+    image = node_image()
+    remove_leftover_nodes("fleet")
+    fleet = Fleet(str(tmp_path_factory.mktemp("fleet")), collections_path)
+    try:
+        for name, percent in NODES.items():
+            node = NodeContainer("kgc-fleet-" + name, image, imagefs_size="192M", group="fleet")
+            fleet.nodes[name] = node
+            node.start()
+            node.filler_images = fill(node, percent)
+            node.exec("mkdir", "-p", "/var/lib/kubelet")
+            text = DRIFTED_KUBELET if name == "node-c" else KUBELET
+            node.exec("sh", "-c", "printf '%s' \"$1\" > /var/lib/kubelet/config.yaml", "sh", text)
+        fleet.write_inventory()
+        yield fleet
+    finally:
+        for node in fleet.nodes.values():
+            node.stop()
+
+
+@pytest.fixture(scope="module")
+def configured(fleet):
+    """kubenode.gc.configure everywhere but node-c's kubelet (it keeps its drift); then stop node-d's containerd."""
+    proc = fleet.playbook("configure", "--limit", "all:!node-c")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    proc = fleet.playbook("configure", "--limit", "node-c", "-e", "kubenode_gc_configure_kubelet=false")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    fleet.nodes["node-d"].systemctl("stop")
+    return fleet
+
+
+@pytest.fixture(scope="module")
+def before(configured):
+    return {name: (image_ids(node), usage(node)) for name, node in configured.nodes.items() if name != "node-d"}
+
+
+def test_configure_applied_the_policy(configured):
+    for name in ("node-a", "node-b"):
+        config = yaml.safe_load(configured.nodes[name].exec("cat", "/var/lib/kubelet/config.yaml"))
+        assert config["imageGCHighThresholdPercent"] == HIGH and config["imageGCLowThresholdPercent"] == LOW
+        assert configured.nodes[name].exec("/usr/bin/python3", "-c", "import grpc, tomlkit, ruamel.yaml; print('ok')").strip() == "ok"
+    drifted = yaml.safe_load(configured.nodes["node-c"].exec("cat", "/var/lib/kubelet/config.yaml"))
+    assert drifted["imageGCHighThresholdPercent"] == 95
+
+
+@pytest.fixture(scope="module")
+def audit(configured, before):
+    proc = configured.playbook("audit")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    report_dir = os.path.join(configured.workdir, "report")
+    with open(os.path.join(report_dir, "report.json"), encoding="utf-8") as f:
+        report = json.load(f)
+    return report_dir, report, proc
+
+
+def test_audit_report_json(audit, before):
+    report_dir, report, proc = audit
+    assert report["schema_version"] == 1
+    nodes = {n["host"]: n for n in report["nodes"]}
+    assert sorted(nodes) == sorted(NODES)
+    for name in ("node-a", "node-b", "node-c"):
+        node = nodes[name]
+        ids, percent = before[name]
+        assert node["status"] == "ok", node
+        assert node["runtime"]["name"] == "containerd"
+        assert node["imagefs"]["usage_percent"] == percent
+        assert node["images"]["total"] == len(ids)
+        assert node["images"]["in_use"] == 2  # app (running) and job (exited); the pause image is counted apart
+        assert node["over_high_threshold"] == (percent >= (95 if name == "node-c" else HIGH))
+        # prune: every unused image but the pause image
+        assert node["images"]["reclaimable_prune"]["count"] == len(ids) - 3
+    assert nodes["node-b"]["images"]["reclaimable_policy"]["count"] == 0
+    assert nodes["node-a"]["images"]["reclaimable_policy"]["count"] > 0
+    assert nodes["node-a"]["thresholds"] == {"high_percent": HIGH, "low_percent": LOW, "source": "kubelet_config"}
+    assert nodes["node-a"]["drift"] == [] and nodes["node-b"]["drift"] == []
+    drift = {(d["component"], d["key"]): d for d in nodes["node-c"]["drift"]}
+    assert drift[("kubelet", "imageGCHighThresholdPercent")]["desired"] == HIGH
+    assert drift[("kubelet", "imageGCHighThresholdPercent")]["actual"] == 95
+    assert nodes["node-c"]["thresholds"]["high_percent"] == 95
+    failed = nodes["node-d"]
+    assert failed["status"] == "failed" and "containerd.sock" in failed["error"]
+    assert report["summary"]["nodes_failed"] == 1 and report["summary"]["nodes_with_drift"] == 1
+    assert "report.html" in proc.stdout
+
+
+class _Html(html.parser.HTMLParser):
+    VOID = {"meta", "br", "hr", "img", "input", "link", "wbr", "col"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack = []
+        self.hosts = set()
+        self.external = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("data-host"):
+            self.hosts.add(attrs["data-host"])
+        for key in ("src", "href"):
+            if attrs.get(key, "").startswith(("http:", "https:", "//")):
+                self.external.append(attrs[key])
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack[-1] == tag, "unbalanced </%s> in %s" % (tag, self.stack[-3:])
+        self.stack.pop()
+
+
+def test_audit_report_html_and_markdown(audit):
+    report_dir = audit[0]
+    parser = _Html()
+    with open(os.path.join(report_dir, "report.html"), encoding="utf-8") as f:
+        parser.feed(f.read())
+    assert parser.stack == [] and parser.external == []
+    assert parser.hosts >= set(NODES)
+    with open(os.path.join(report_dir, "report.md"), encoding="utf-8") as f:
+        md = f.read()
+    for name in NODES:
+        assert len([line for line in md.splitlines() if line.startswith("| %s " % name)]) == 1
+
+
+def test_audit_changed_nothing(audit, configured, before):
+    for name, (ids, percent) in before.items():
+        assert image_ids(configured.nodes[name]) == ids
+    assert configured.nodes["node-a"].exec("ls", "/var/lib/kubenode-gc/history", check=False) == ""
+
+
+def test_audit_fail_on_drift(audit, configured):
+    proc = configured.playbook("audit", "-e", "kubenode_gc_audit_fail_on=drift", "-e", "kubenode_gc_report_dir=" + os.path.join(configured.workdir, "gate"))
+    assert proc.returncode != 0
+    assert "node-c" in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def cleanup(audit, configured):
+    proc = configured.playbook("cleanup", env={"ANSIBLE_CALLBACKS_ENABLED": "kubenode.gc.gc_summary"})
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    return proc
+
+
+def test_cleanup_freed_over_threshold_nodes_to_low(cleanup, configured, before):
+    for name in ("node-a", "node-c"):
+        node = configured.nodes[name]
+        ids_before, percent_before = before[name]
+        left = image_ids(node)
+        assert usage(node) <= LOW < percent_before
+        assert left < ids_before
+        tags = {t for img in node.client.list_images() for t in img.repo_tags}
+        assert {"registry.example/app:1", "registry.example/job:1", node.sandbox_image} <= tags
+        history = node.exec("sh", "-c", "cat /var/lib/kubenode-gc/history/*.json")
+        record = json.loads(history)
+        assert record["status"] == "cleaned" and len(record["images"]) == len(ids_before - left)
+        assert {img["reason"] for img in record["images"]} == {"space"}
+        assert record["bytes_freed_measured"] > 0 and record["target_reached"] is True
+
+
+def test_cleanup_left_the_others_alone(cleanup, configured, before):
+    ids, percent = before["node-b"]
+    assert image_ids(configured.nodes["node-b"]) == ids
+    assert configured.nodes["node-b"].exec("ls", "/var/lib/kubenode-gc/history", check=False) == ""
+    assert "node-b: skipped" in cleanup.stdout
+
+
+def test_cleanup_reports_the_stopped_node_and_went_on(cleanup, configured):
+    out = cleanup.stdout
+    assert "node-d: failed" in out
+    assert "PLAY RECAP" in out
+    # the callback printed its table too
+    assert out.count("HOST") >= 2
+    node = configured.nodes["node-d"]
+    node.systemctl("start")
+    node.wait_for_cri()
+    assert len(image_ids(node)) == node.filler_images + 3
+
+
+def test_check_mode_cleanup_changes_nothing(cleanup, configured):
+    state = {name: image_ids(node) for name, node in configured.nodes.items()}
+    history = {name: node.exec("sh", "-c", "ls /var/lib/kubenode-gc/history 2>/dev/null || true") for name, node in configured.nodes.items()}
+    proc = configured.playbook("cleanup", "--check", "-e", "kubenode_gc_cleanup_image_mode=prune", "-e", "kubenode_gc_cleanup_image_min_age=0s")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "check mode: planned" in proc.stdout or "planned" in proc.stdout
+    for name, node in configured.nodes.items():
+        assert image_ids(node) == state[name]
+        assert node.exec("sh", "-c", "ls /var/lib/kubenode-gc/history 2>/dev/null || true") == history[name]
