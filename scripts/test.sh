@@ -84,6 +84,12 @@ step "integration tests (real containerd)"
 python -m pytest -p no:cacheprovider tests/integration
 fi
 
+if want fleet; then
+step "fleet playbooks on real node containers"
+python -c 'from tests.harness.nodes import node_image; print(node_image())'
+python -m pytest -p no:cacheprovider tests/fleet
+fi
+
 if want molecule; then
 step "Molecule: every role on real node containers"
 collection_tree
