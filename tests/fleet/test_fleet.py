@@ -225,6 +225,7 @@ def test_audit_report_html_and_markdown(audit):
 def test_audit_changed_nothing(audit, configured, before):
     for name, (ids, percent) in before.items():
         assert image_ids(configured.nodes[name]) == ids
+    assert configured.nodes["node-c"].exec("cat", "/var/lib/kubelet/config.yaml") == DRIFTED_KUBELET
     assert configured.nodes["node-a"].exec("ls", "/var/lib/kubenode-gc/history", check=False) == ""
 
 
@@ -232,6 +233,26 @@ def test_audit_fail_on_drift(audit, configured):
     proc = configured.playbook("audit", "-e", "kubenode_gc_audit_fail_on=drift", "-e", "kubenode_gc_report_dir=" + os.path.join(configured.workdir, "gate"))
     assert proc.returncode != 0
     assert "node-c" in proc.stdout
+
+
+def test_audit_unreachable_node_and_metrics(audit, configured, before):
+    """A host that cannot be reached is in the report with its error; the optional metrics file is written."""
+    extra = os.path.join(configured.workdir, "gone.yml")
+    with open(extra, "w", encoding="utf-8") as f:
+        yaml.safe_dump({"all": {"hosts": {"node-gone": {"ansible_host": "kgc-fleet-gone", "ansible_connection": "community.docker.docker"}}}}, f)
+    report_dir = os.path.join(configured.workdir, "with-gone")
+    proc = configured.playbook("audit", "-i", extra, "-e", "kubenode_gc_report_dir=" + report_dir, "-e", "kubenode_gc_audit_metrics_dir=/var/lib/node_exporter")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    with open(os.path.join(report_dir, "report.json"), encoding="utf-8") as f:
+        nodes = {n["host"]: n for n in json.load(f)["nodes"]}
+    assert sorted(nodes) == sorted(list(NODES) + ["node-gone"])
+    assert nodes["node-gone"]["status"] == "failed" and nodes["node-gone"]["error"]  # the connection's own message
+    metrics = configured.nodes["node-a"].exec("cat", "/var/lib/node_exporter/kubenode_gc.prom")
+    assert 'kubenode_gc_imagefs_usage_percent{mountpoint="/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"} %d' % before["node-a"][1] in metrics
+    assert 'kubenode_gc_reclaimable_bytes{policy="prune"} %d' % nodes["node-a"]["images"]["reclaimable_prune"]["bytes"] in metrics
+    assert 'kubenode_gc_findings{severity="warning"} ' in metrics
+    assert "kubenode_gc_drift_keys 3" in configured.nodes["node-c"].exec("cat", "/var/lib/node_exporter/kubenode_gc.prom")
+    assert configured.nodes["node-d"].exec("ls", "/var/lib/node_exporter", check=False) == ""  # no runtime, no metrics
 
 
 @pytest.fixture(scope="module")
