@@ -130,8 +130,6 @@ def run(module):
             done.append(path)
             if backup:
                 backups[path] = backup
-            if disk[path] is None:  # atomic_move gives a new file the umask's mode
-                module.set_mode_if_different(path, mode, False)
     out = dict(
         changed=bool(writes),
         runtime=runtime,
