@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import render_table
+from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import apply_result, new_row, render_table
 
 
 def _pairs(value, name):
@@ -63,23 +63,14 @@ def _row(record, host):
             "usage_after": record.get("usage_after"),
             "errors": 0,
         }
-    measured = record.get("bytes_freed_measured")
-    estimated = record.get("bytes_freed_estimated")
-    return {
-        "host": host,
-        "status": "ok",
-        "check_mode": bool(record.get("check_mode")),
-        "containers": len(record.get("containers") or []),
-        "sandboxes": len(record.get("sandboxes") or []),
-        "logs": len(record.get("log_paths") or []),
-        "images": len(record.get("images") or []),
-        "bytes_freed": measured if measured is not None else estimated,
-        "bytes_estimated": measured is None and estimated is not None,
-        "usage_before": _int(record.get("usage_before")),
-        "usage_after": _int(record.get("usage_after")),
-        "target_reached": record.get("target_reached"),
-        "errors": len(record.get("errors") or []),
-    }
+    row = new_row(host, bool(record.get("check_mode")))
+    apply_result(row, "container", {"removed_containers": record.get("containers") or [], "removed_sandboxes": record.get("sandboxes") or [],
+                                    "removed_log_paths": record.get("log_paths") or []})
+    image_keys = ("usage_before", "usage_after", "bytes_freed_measured", "bytes_freed_estimated", "target_reached", "errors")
+    image_result = {key: record.get(key) for key in image_keys}
+    image_result["removed"] = record.get("images") or []
+    apply_result(row, "image", image_result)
+    return row
 
 
 def _int(value):

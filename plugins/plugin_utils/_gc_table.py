@@ -160,3 +160,43 @@ def render_table(rows, title=None):
         if (row.get("status") or "ok") != "ok" and row.get("message"):
             lines.append("%s: %s: %s" % (row["host"], row["status"], " ".join(str(row["message"]).split())))
     return "\n".join(lines)
+
+
+def new_row(host, check_mode=False):
+    """An empty row for render_table."""
+    return dict(host=host, containers=None, sandboxes=None, logs=None, images=None, bytes_freed=None, bytes_estimated=False,
+                usage_before=None, usage_after=None, target_reached=None, errors=0, status="ok", message=None, check_mode=check_mode)
+
+
+def _add(row, key, items):
+    if isinstance(items, list):
+        row[key] = (row[key] or 0) + len(items)
+
+
+def apply_result(row, kind, result, failed=False):
+    """Fold one module result (a dict) into the host's row: counts add up, usage goes from the first to the last run."""
+    errors = result.get("errors")
+    if isinstance(errors, list):
+        row["errors"] += len(errors)
+    if kind == "container":
+        _add(row, "containers", result.get("removed_containers"))
+        _add(row, "sandboxes", result.get("removed_sandboxes"))
+        _add(row, "logs", result.get("removed_log_paths"))
+    else:
+        _add(row, "images", result.get("removed"))
+        measured = result.get("bytes_freed_measured")
+        estimated = result.get("bytes_freed_estimated")
+        if measured is not None:
+            row["bytes_freed"] = (row["bytes_freed"] or 0) + int(measured)
+        elif estimated is not None:
+            row["bytes_freed"] = (row["bytes_freed"] or 0) + int(estimated)
+            row["bytes_estimated"] = True
+        if row["usage_before"] is None and result.get("usage_before") is not None:
+            row["usage_before"] = result["usage_before"]
+        if result.get("usage_after") is not None:
+            row["usage_after"] = result["usage_after"]
+        if result.get("target_reached") is not None:
+            row["target_reached"] = bool(result["target_reached"])
+    if failed and row["status"] == "ok":
+        row["status"] = "failed"
+        row["message"] = result.get("msg") or "The task failed without a message."
