@@ -21,8 +21,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.harness.containerd import EmbeddedContainerd  # noqa: E402  pylint: disable=wrong-import-position
-from tests.harness.images import ImageSpec  # noqa: E402  pylint: disable=wrong-import-position
+from devtools.collection import make_importable  # noqa: E402  pylint: disable=wrong-import-position
+
+make_importable()
+
+from devtools.containerd import EmbeddedContainerd  # noqa: E402  pylint: disable=wrong-import-position
+from devtools.images import ImageSpec  # noqa: E402  pylint: disable=wrong-import-position
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
 

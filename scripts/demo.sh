@@ -4,7 +4,7 @@
 # demo/cri_info.yml, then the fleet playbooks kubenode.gc.audit (report in
 # ./kubenode-gc-report) and kubenode.gc.cleanup, with this machine as the node.
 # KUBENODE_GC_DEMO_KEEP=1 leaves containerd running afterwards (stop it with
-# "python -m tests.harness.cli down --workdir <dir>").
+# "python -m devtools.cli down --workdir <dir>").
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,7 +16,7 @@ cd "$ROOT"
 WORKDIR=${KUBENODE_GC_DEMO_DIR:-$(mktemp -d /tmp/kubenode-gc-demo.XXXXXX)}
 cleanup() {
   if [ "${KUBENODE_GC_DEMO_KEEP:-0}" != 1 ]; then
-    python -m tests.harness.cli down --workdir "$WORKDIR" || true
+    python -m devtools.cli down --workdir "$WORKDIR" || true
   else
     echo "containerd left running: endpoint unix://$WORKDIR/containerd.sock"
   fi
@@ -24,12 +24,12 @@ cleanup() {
 trap cleanup EXIT
 
 echo "==== starting containerd (root on a 256 MiB tmpfs) in $WORKDIR"
-ENDPOINT=$(python -m tests.harness.cli up --workdir "$WORKDIR" --imagefs-size 256M)
+ENDPOINT=$(python -m devtools.cli up --workdir "$WORKDIR" --imagefs-size 256M)
 echo "==== filling it with sample images and pods"
-python -m tests.harness.cli fill --workdir "$WORKDIR"
+python -m devtools.cli fill --workdir "$WORKDIR"
 
 export ANSIBLE_COLLECTIONS_PATH
-ANSIBLE_COLLECTIONS_PATH=$(python -m tests.harness.cli collections-path)
+ANSIBLE_COLLECTIONS_PATH=$(python -m devtools.cli collections-path)
 export ANSIBLE_LOCALHOST_WARNING=0 ANSIBLE_INVENTORY_UNPARSED_WARNING=0
 echo "==== ansible-playbook demo/cri_info.yml"
 ansible-playbook -i localhost, -c local -e "ansible_python_interpreter=$VENV/bin/python" \

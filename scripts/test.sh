@@ -86,7 +86,7 @@ fi
 
 if want fleet; then
 step "fleet playbooks on real node containers"
-python -c 'from tests.harness.nodes import node_image; print(node_image())'
+python -m devtools.cli node-image
 python -m pytest -p no:cacheprovider tests/fleet
 fi
 
@@ -94,7 +94,7 @@ if want molecule; then
 step "Molecule: every role on real node containers"
 collection_tree
 # starts dockerd when nothing runs it, builds the node image when missing
-KUBENODE_GC_NODE_IMAGE=$(python -c 'from tests.harness.nodes import node_image; print(node_image())')
+KUBENODE_GC_NODE_IMAGE=$(python -m devtools.cli node-image)
 export KUBENODE_GC_NODE_IMAGE
 scenarios=${KUBENODE_GC_MOLECULE_SCENARIOS:-node_prereqs kubelet_gc containerd_storage crio_storage}
 for scenario in $scenarios; do

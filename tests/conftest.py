@@ -8,4 +8,6 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.harness import collection  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
+from devtools.collection import make_importable  # noqa: E402  pylint: disable=wrong-import-position
+
+make_importable()

@@ -278,9 +278,6 @@ class CriClient:
     def list_pod_sandbox(self):
         return list(self.call("ListPodSandbox").items)
 
-    def run_pod_sandbox(self, config, runtime_handler=""):
-        return self.call("RunPodSandbox", config=config, runtime_handler=runtime_handler).pod_sandbox_id
-
     def stop_pod_sandbox(self, sandbox_id):
         self.call("StopPodSandbox", pod_sandbox_id=sandbox_id)
 
@@ -289,15 +286,6 @@ class CriClient:
 
     def list_containers(self):
         return list(self.call("ListContainers").containers)
-
-    def container_status(self, container_id, verbose=False):
-        return self.call("ContainerStatus", container_id=container_id, verbose=verbose)
-
-    def create_container(self, sandbox_id, config, sandbox_config):
-        return self.call("CreateContainer", pod_sandbox_id=sandbox_id, config=config, sandbox_config=sandbox_config).container_id
-
-    def start_container(self, container_id):
-        self.call("StartContainer", container_id=container_id)
 
     def stop_container(self, container_id, timeout=0):
         self.call("StopContainer", container_id=container_id, timeout=int(timeout))
@@ -309,12 +297,6 @@ class CriClient:
 
     def list_images(self):
         return list(self.call("ListImages").images)
-
-    def image_status(self, image, verbose=False):
-        return self.call("ImageStatus", image={"image": image}, verbose=verbose)
-
-    def remove_image(self, image):
-        self.call("RemoveImage", image={"image": image})
 
     def image_fs_info(self):
         return self.call("ImageFsInfo")

@@ -21,8 +21,8 @@ import sys
 import pytest
 import yaml
 
-from tests.harness.images import ImageSpec
-from tests.harness.nodes import NodeContainer, node_image, remove_leftover_nodes
+from devtools.images import ImageSpec
+from devtools.nodes import NodeContainer, node_image, remove_leftover_nodes
 
 BIN = os.path.dirname(sys.executable)
 MIB = 1 << 20

@@ -23,8 +23,8 @@ import sys
 import pytest
 import yaml
 
-from tests.harness.collection import REPO
-from tests.harness.containerd import EmbeddedContainerd
+from devtools.collection import REPO
+from devtools.containerd import EmbeddedContainerd
 
 BIN = os.path.dirname(sys.executable)
 

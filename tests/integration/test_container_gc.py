@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tests.harness.images import ImageSpec
+from devtools.images import ImageSpec
 
 
 def containers_left(runtime):

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from tests.harness.containerd import EmbeddedContainerd
-from tests.harness.grpc_server import GrpcServer
-from tests.harness.images import ImageSpec
+from devtools.containerd import EmbeddedContainerd
+from devtools.grpc_server import GrpcServer
+from devtools.images import ImageSpec
 
 RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{9}Z$")
 LIST_RPCS = {"Version": 1, "Status": 1, "ImageFsInfo": 1, "ListImages": 1, "ListContainers": 1, "ListPodSandbox": 1}

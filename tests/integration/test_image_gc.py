@@ -10,7 +10,7 @@ import pytest
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc, _ledger
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient, CriError
-from tests.harness.images import ImageSpec
+from devtools.images import ImageSpec
 
 MIB = 1 << 20
 

@@ -10,7 +10,7 @@ import pytest
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _cri
 from ansible_collections.kubenode.gc.plugins.module_utils import _cri_api_pb2 as pb
-from tests.harness.grpc_server import GrpcServer
+from devtools.grpc_server import GrpcServer
 
 
 @pytest.fixture
@@ -160,7 +160,7 @@ def test_runtime_error_text_is_passed_on():
     with GrpcServer({"RemoveImage": ("abort", (grpc.StatusCode.UNKNOWN, text))}) as server:
         client = _cri.CriClient(server.endpoint, timeout=5)
         with pytest.raises(_cri.CriError) as err:
-            client.remove_image("sha256:abc")
+            client.call("RemoveImage", image={"image": "sha256:abc"})
         fut = client.call_async("RemoveImage", image={"image": "sha256:abc"})
         with pytest.raises(_cri.CriError) as err2:
             fut.result()

@@ -26,7 +26,7 @@ from .images import ImageSpec
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+REPO = os.path.dirname(HERE)
 BUILD_SCRIPT = os.path.join(REPO, "tests", "node-image", "build.sh")
 LABEL = "kubenode-gc-test"
 

@@ -3,10 +3,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Command line for the embedded containerd, used by the demo.
 
-  python -m tests.harness.cli up   --workdir DIR [--imagefs-size 256M]
-  python -m tests.harness.cli fill --workdir DIR
-  python -m tests.harness.cli down --workdir DIR
-  python -m tests.harness.cli collections-path
+  python -m devtools.cli up   --workdir DIR [--imagefs-size 256M]
+  python -m devtools.cli fill --workdir DIR
+  python -m devtools.cli down --workdir DIR
+  python -m devtools.cli collections-path
+  python -m devtools.cli node-image       (builds the node image when missing; prints its name)
 
 ``up`` leaves containerd running in the background and prints its endpoint.
 """
@@ -14,8 +15,7 @@
 import argparse
 import sys
 
-from .collection import COLLECTIONS_PATH
-from .containerd import EmbeddedContainerd
+from .collection import make_importable
 from .images import ImageSpec
 
 MIB = 1 << 20
@@ -47,7 +47,7 @@ def fill_demo(ctrd):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m tests.harness.cli", description="Embedded containerd for the kubenode.gc demo and tests.")
+    parser = argparse.ArgumentParser(prog="python -m devtools.cli", description="Embedded containerd for the kubenode.gc demo and tests.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("up", "fill", "down"):
         p = sub.add_parser(name)
@@ -55,10 +55,18 @@ def main(argv=None):
         if name == "up":
             p.add_argument("--imagefs-size", default="256M")
     sub.add_parser("collections-path")
+    sub.add_parser("node-image")
     args = parser.parse_args(argv)
 
+    collections_path = make_importable()
+    from .containerd import EmbeddedContainerd  # pylint: disable=import-outside-toplevel  # needs make_importable()
+
     if args.command == "collections-path":
-        print(COLLECTIONS_PATH)
+        print(collections_path)
+    elif args.command == "node-image":
+        from .nodes import node_image  # pylint: disable=import-outside-toplevel
+
+        print(node_image())
     elif args.command == "up":
         ctrd = EmbeddedContainerd(args.workdir, imagefs_size=args.imagefs_size)
         ctrd.start()

@@ -18,10 +18,10 @@ import subprocess
 import tempfile
 import time
 
-from . import collection  # noqa: F401  pylint: disable=unused-import  # makes ansible_collections.kubenode.gc importable
+from .cri import DevCriClient
 from .images import ImageSpec, build_archive
 
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient, CriError
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import normalize_image_ref
 
 SANDBOX_IMAGE = "registry.k8s.io/pause:3.9-kubenode"
@@ -258,7 +258,7 @@ class EmbeddedContainerd:
     @property
     def client(self):
         if self._client is None:
-            self._client = CriClient(self.endpoint, timeout=30)
+            self._client = DevCriClient(self.endpoint, timeout=30)
         return self._client
 
     def ctr(self, *args, check=True):
