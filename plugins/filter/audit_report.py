@@ -15,20 +15,20 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.kubenode.gc.plugins.module_utils._findings import SEVERITIES, gate_levels, sort_findings
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_GC_HIGH_THRESHOLD_PERCENT as DEFAULT_HIGH
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_GC_LOW_THRESHOLD_PERCENT as DEFAULT_LOW
+from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int, sorted_drift as _drift
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 
 SCHEMA_VERSION = 1
-SEVERITIES = ("error", "warning", "info")
 FAIL_ON = ("never", "drift", "warning", "error")
-DEFAULT_HIGH = 85
-DEFAULT_LOW = 80
 # Parts of a node dict, in the order they are checked, and where their findings come from.
 PARTS = ("cri_info", "kubelet_config", "runtime_config", "image_gc_policy", "image_gc_prune", "container_gc")
 FINDING_PARTS = ("kubelet_config", "runtime_config")
 GC_PARTS = {"image_gc_policy": "image_gc", "image_gc_prune": "image_gc", "container_gc": "container_gc"}
 IMAGEFS_KEYS = ("mountpoint", "capacity_bytes", "used_bytes", "available_bytes", "usage_percent")
 RUNTIME_KEYS = ("name", "version", "endpoint", "sandbox_image")
-DRIFT_KEYS = ("component", "key", "desired", "actual")
 
 
 def _text(value):
@@ -38,15 +38,6 @@ def _text(value):
     if isinstance(value, (list, tuple)):
         value = " ".join(str(v) for v in value)
     return " ".join(str(value).split())
-
-
-def _int(value):
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _part(node, name):
@@ -67,10 +58,6 @@ def _finding(source, severity, code, message):
     severity = str(severity or "").lower()
     return dict(source=source, severity=severity if severity in SEVERITIES else "warning", code=str(code or "unknown"),
                 message=_text(message) or "")
-
-
-def _finding_key(finding):
-    return (SEVERITIES.index(finding["severity"]), finding["source"], finding["code"], finding["message"])
 
 
 def _runtime(cri):
@@ -115,13 +102,6 @@ def _count_list(result, key):
         return None
     value = result.get(key)
     return len(value) if isinstance(value, list) else None
-
-
-def _drift(items):
-    if not isinstance(items, list):
-        return []
-    out = [{key: item.get(key) for key in DRIFT_KEYS} for item in items if isinstance(item, Mapping)]
-    return sorted(out, key=lambda d: (str(d["component"]), str(d["key"]), str(d["desired"]), str(d["actual"])))
 
 
 def _node(node):
@@ -190,7 +170,7 @@ def _node(node):
             reclaimable=_count_list(results["container_gc"], "removed_containers"),
             sandboxes=_count_list(results["container_gc"], "removed_sandboxes"),
         ),
-        findings=sorted(findings, key=_finding_key),
+        findings=sort_findings(findings, by=("source", "code", "message")),
         drift=_drift(node.get("drift")),
         parts_failed=parts_failed,
         metrics_file=_text(node.get("metrics_file")) or None,
@@ -248,7 +228,7 @@ def audit_fail_reason(report, fail_on="error"):
         if not drifted:
             return None
         return "The audit fails on drift: %s drifted from the desired policy (%s)." % (_plural(len(drifted), "node"), ", ".join(drifted))
-    levels = SEVERITIES[:1] if fail_on == "error" else SEVERITIES[:2]
+    levels = gate_levels(fail_on)
     failed = [n["host"] for n in nodes if n.get("status") == "failed"]
     flagged = [n["host"] for n in nodes if any(f.get("severity") in levels for f in n.get("findings") or [])]
     counts = {s: sum(1 for n in nodes for f in n.get("findings") or [] if f.get("severity") == s) for s in levels}

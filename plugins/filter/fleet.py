@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int, drift_from_results
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import apply_result, new_row, render_table
 
 
@@ -24,19 +25,6 @@ def _pairs(value, name):
     return out
 
 
-def _drift(record):
-    """Drift from the check-mode config module results: what the desired settings would change."""
-    out = []
-    for part, component in (("kubelet_config", "kubelet"), ("runtime_config", None)):
-        result = record.get(part + "_drift", record.get(part))
-        if not isinstance(result, dict) or result.get("failed") or result.get("skipped"):
-            continue
-        for change in result.get("changes") or []:
-            out.append({"component": component or result.get("runtime") or "runtime", "key": change.get("key"),
-                        "desired": change.get("after"), "actual": change.get("before")})
-    return out
-
-
 def audit_nodes(value):
     """[node record or None, host] pairs -> node records with their drift; a host without a record gets one with its error."""
     nodes = []
@@ -45,7 +33,7 @@ def audit_nodes(value):
             record = {"host": host, "error": "The audit stopped on this host before it could read the node."}
         else:
             record = dict(record)
-            record.setdefault("drift", _drift(record))
+            record.setdefault("drift", drift_from_results(record))
         nodes.append(record)
     return nodes
 
@@ -73,16 +61,12 @@ def _row(record, host):
     return row
 
 
-def _int(value):
-    return None if value is None else int(value)
-
-
 def cleanup_summary(value):
     """[cleanup record or None, host] pairs -> the summary table as a list of lines."""
     rows = [_row(record, host) for record, host in _pairs(value, "cleanup_summary")]
     for row in rows:
         for key in ("usage_before", "usage_after"):
-            row[key] = _int(row.get(key))
+            row[key] = as_int(row.get(key))
     return render_table(rows, title="kubenode.gc cleanup").splitlines()
 
 

@@ -60,11 +60,10 @@ class AnsibleCriModule:
         """The CriClient for the resolved endpoint (option, crictl.yaml, then default sockets)."""
         if self._client is None:
             try:
-                endpoint, source = _cri.resolve_endpoint(self.params["cri_endpoint"])
+                endpoint = _cri.resolve_endpoint(self.params["cri_endpoint"])[0]
             except _cri.CriError as exc:
                 self.fail(str(exc))
             self._client = _cri.CriClient(endpoint, timeout=self.params["cri_timeout"])
-            self.endpoint_source = source
         return self._client
 
     @property

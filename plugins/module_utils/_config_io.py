@@ -10,20 +10,22 @@
 Writes go to a temporary file in the target's directory, are checked by an optional
 ``validate`` command (``%s`` is the temporary file), optionally back up the old file,
 and replace it with ``AnsibleModule.atomic_move``, which keeps the old file's owner,
-mode and SELinux context. Nothing here knows any file format.
+mode and SELinux context (the write itself is _files.atomic_write). Nothing here knows any file format.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import tempfile
 
 from ansible.module_utils.common.text.converters import to_native
 
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
+from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write
 
-class ConfigFileError(Exception):
-    """One sentence naming the file and what went wrong."""
+
+class ConfigFileError(ConfigError):
+    """A config file cannot be read or written; one sentence naming the file and what went wrong."""
 
 
 def file_mode(value):
@@ -62,42 +64,29 @@ def write_text(module, path, text, backup=False, validate=None, mode=0o644):
     directory = os.path.dirname(os.path.abspath(path)) or "."
     if not os.path.isdir(directory):
         raise ConfigFileError("Cannot write %s: the directory %s does not exist." % (path, directory))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise ConfigFileError("Cannot write %s: %s." % (path, _reason(exc)))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        exists = os.path.exists(path)
-        if exists:
-            st = os.stat(path)
-            os.chmod(tmp, st.st_mode & 0o7777)
-            os.chown(tmp, st.st_uid, st.st_gid)
-        else:
-            os.chmod(tmp, mode)
+    if validate and "%s" not in validate:
+        raise ConfigFileError("The validate command for %s must contain %%s (the file to check): %s." % (path, validate))
+    backups = []
+
+    def check(tmp):
         if validate:
-            if "%s" not in validate:
-                raise ConfigFileError("The validate command for %s must contain %%s (the file to check): %s." % (path, validate))
             rc, out, err = module.run_command(validate % tmp)
             if rc != 0:
                 detail = (err or out or "").strip().splitlines()
                 raise ConfigFileError(
                     "The validate command '%s' rejected the new %s (rc %d)%s" % (validate, path, rc, (": " + detail[-1] + ".") if detail else ".")
                 )
-        backup_file = module.backup_local(path) if (backup and exists) else None
-        module.atomic_move(tmp, path, unsafe_writes=False)
-        tmp = None
-        if not exists:
-            os.chmod(path, mode)  # atomic_move gives a new file the umask's mode
-        return backup_file
+
+    def replace(tmp, target):
+        if backup and os.path.exists(target):
+            backups.append(module.backup_local(target))
+        module.atomic_move(tmp, target, unsafe_writes=False)
+
+    try:
+        atomic_write(path, text, mode=mode, check=check, replace=replace)
     except OSError as exc:
         raise ConfigFileError("Cannot write %s: %s." % (path, _reason(exc)))
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+    return backups[0] if backups else None
 
 
 def unified_diff_dict(path, before, after):

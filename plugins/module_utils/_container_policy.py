@@ -7,7 +7,7 @@
 
 """The kubelet's container, sandbox and log garbage collection as pure functions (no I/O, no clock).
 
-Follows pkg/kubelet/kuberuntime/kuberuntime_gc.go (shared/docs/kubelet-gc-semantics.md §3):
+Follows pkg/kubelet/kuberuntime/kuberuntime_gc.go:
 
 * ``plan_containers``  = evictContainers (MinAge on creation time, per (pod uid, name) units,
                          deleted pods first, then MaxPerPodContainer, then MaxContainers);

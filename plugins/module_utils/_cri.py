@@ -22,6 +22,7 @@ import threading
 import traceback
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _cri_api_pb2 as pb
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 
 try:
     import grpc
@@ -47,11 +48,11 @@ DEFAULT_ENDPOINTS = (
 # can exceed gRPC's 4 MiB default on ListImages, so allow more.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
-# method name -> service name, for every RPC of proto/cri_api.proto
+# the services of proto/cri_api.proto, searched in this order for a method
 _SERVICES = ("RuntimeService", "ImageService")
 
 
-class CriError(Exception):
+class CriError(KubenodeGcError):
     """A CRI call failed; str() is one sentence naming the endpoint and the call."""
 
     def __init__(self, message, endpoint=None, method=None, code=None):

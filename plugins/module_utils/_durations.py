@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
+
 NS = {"ns": 1, "us": 1000, "\u00b5s": 1000, "\u03bcs": 1000, "ms": 1000000, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([^\d.]*)")  # the unit is everything up to the next number, as in Go
 
 
-class DurationError(ValueError):
+class DurationError(KubenodeGcError, ValueError):
     pass
 
 

@@ -20,6 +20,7 @@ import time
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
     image_users,
     normalize_image_ref,
@@ -34,12 +35,8 @@ LOCK_NAME = "image-gc.lock"
 DEFAULT_LOCK_DIR = "/var/lib/kubenode-gc"
 
 
-class GcError(Exception):
+class GcError(KubenodeGcError):
     """The run failed; ``result`` holds what was done before (removed images included)."""
-
-    def __init__(self, message, result=None):
-        super().__init__(message)
-        self.result = result or {}
 
 
 def options(**overrides):

@@ -7,14 +7,14 @@
 
 """The kubelet's image garbage collection as pure functions (no I/O, no clock, no Ansible).
 
-Follows pkg/kubelet/images/image_gc_manager.go (shared/docs/kubelet-gc-semantics.md §1):
+Follows pkg/kubelet/images/image_gc_manager.go:
 
 * ``detect``            = detectImages: per-image first_detected / last_used records;
 * ``eviction_order``    = imagesInEvictionOrder: unprotected images, last_used then first_detected
                           ascending, then image id (the kubelet leaves that tie unspecified);
 * ``age_pass``          = freeOldImages (MaxAge, strict ``>``, gated on "uptime" > MaxAge);
-* ``space_pass``        = freeSpace (skip used-this-run, skip first_detected younger than MinAge,
-                          stop once freed >= bytes to free);
+* ``space_eligible``    = freeSpace's filter (skip used-this-run, skip first_detected younger than
+                          MinAge); ``plan`` takes eligible images in order until freed >= bytes to free;
 * ``plan``              = GarbageCollect (mode threshold) or DeleteUnusedImages (mode prune).
 
 Times are integer nanoseconds since the epoch; 0 means "never" (Go's zero time).
@@ -22,39 +22,10 @@ Times are integer nanoseconds since the epoch; 0 means "never" (Go's zero time).
 
 from __future__ import annotations
 
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import PolicyError
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import usage_percent
 
 KEPT_REASONS = ("in_use", "pinned", "sandbox", "keep_list", "too_young", "recently_used", "not_needed")
-
-
-class PolicyError(ValueError):
-    """Invalid policy input; str() is the kubelet's validation wording."""
-
-
-def validate_thresholds(high, low):
-    """The kubelet's config validation (VAL): 0 <= low < high <= 100."""
-    prefix = "invalid configuration: "
-    if high < 0 or high > 100:
-        raise PolicyError(prefix + "imageGCHighThresholdPercent (--image-gc-high-threshold) %d must be between 0 and 100, inclusive" % high)
-    if low < 0 or low > 100:
-        raise PolicyError(prefix + "imageGCLowThresholdPercent (--image-gc-low-threshold) %d must be between 0 and 100, inclusive" % low)
-    if low >= high:
-        raise PolicyError(
-            prefix
-            + "imageGCLowThresholdPercent (--image-gc-low-threshold) %d must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) %d"
-            % (low, high)
-        )
-
-
-def validate_ages(min_age, max_age, fmt):
-    """The kubelet's imageMaximumGCAge rules; ``fmt`` formats nanoseconds as a Go duration."""
-    prefix = "invalid configuration: "
-    if min_age < 0:
-        raise PolicyError(prefix + "imageMinimumGCAge %s must not be negative" % fmt(min_age))
-    if max_age < 0:
-        raise PolicyError(prefix + "imageMaximumGCAge %s must not be negative" % fmt(max_age))
-    if max_age > 0 and max_age <= min_age:
-        raise PolicyError(prefix + "imageMaximumGCAge %s must be greater than imageMinimumGCAge %s" % (fmt(max_age), fmt(min_age)))
 
 
 def dedupe(images):

@@ -30,7 +30,11 @@ import shlex
 import struct
 import traceback
 
+from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
+from ansible_collections.kubenode.gc.plugins.module_utils._findings import finding, sort_findings
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import EVICTION_HARD as DEFAULT_EVICTION_HARD, PREFIX, SECOND
 from ansible_collections.kubenode.gc.plugins.module_utils._quantity import QuantityError, parse_quantity
 
 try:
@@ -45,10 +49,6 @@ except ImportError:
 else:
     HAS_RUAMEL = True
     RUAMEL_IMPORT_ERROR = None
-
-PREFIX = "invalid configuration: "
-SECOND = 10**9
-MINUTE = 60 * SECOND
 
 # The supported keys and how their values are read, compared and checked.
 KINDS = {
@@ -70,14 +70,14 @@ KINDS = {
     "podLogsDir": "string",
 }
 MAP_KINDS = ("thresholds", "periods", "reclaims")
-DEFAULT_EVICTION_HARD = {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%",
-                         "imagefs.inodesFree": "5%"}
 DEFAULTS = {
-    "imageGCHighThresholdPercent": 85, "imageGCLowThresholdPercent": 80, "imageMinimumGCAge": 2 * MINUTE, "imageMaximumGCAge": 0,
+    "imageGCHighThresholdPercent": _kubelet.IMAGE_GC_HIGH_THRESHOLD_PERCENT, "imageGCLowThresholdPercent": _kubelet.IMAGE_GC_LOW_THRESHOLD_PERCENT,
+    "imageMinimumGCAge": _kubelet.IMAGE_MINIMUM_GC_AGE, "imageMaximumGCAge": _kubelet.IMAGE_MAXIMUM_GC_AGE,
     "evictionHard": DEFAULT_EVICTION_HARD, "evictionSoft": {}, "evictionSoftGracePeriod": {}, "evictionMinimumReclaim": {},
-    "evictionPressureTransitionPeriod": 5 * MINUTE, "evictionMaxPodGracePeriod": 0, "mergeDefaultEvictionSettings": False,
-    "containerLogMaxSize": "10Mi", "containerLogMaxFiles": 5, "containerLogMaxWorkers": 1, "containerLogMonitorInterval": 10 * SECOND,
-    "podLogsDir": "/var/log/pods",
+    "evictionPressureTransitionPeriod": _kubelet.EVICTION_PRESSURE_TRANSITION_PERIOD, "evictionMaxPodGracePeriod": 0,
+    "mergeDefaultEvictionSettings": False, "containerLogMaxSize": _kubelet.CONTAINER_LOG_MAX_SIZE,
+    "containerLogMaxFiles": _kubelet.CONTAINER_LOG_MAX_FILES, "containerLogMaxWorkers": _kubelet.CONTAINER_LOG_MAX_WORKERS,
+    "containerLogMonitorInterval": _kubelet.CONTAINER_LOG_MONITOR_INTERVAL, "podLogsDir": _kubelet.POD_LOGS_DIR,
 }
 # Not pointers in v1beta1: the kubelet defaults their zero value too ("0s" -> 2m).
 ZERO_DEFAULTED = ("imageMinimumGCAge", "evictionPressureTransitionPeriod", "containerLogMaxSize", "podLogsDir")
@@ -98,12 +98,7 @@ FLAG_KEYS = {
 }
 DEPRECATED_FLAGS = ("--minimum-container-ttl-duration", "--maximum-dead-containers-per-container", "--maximum-dead-containers")
 CONFIG_FLAG = "--config"
-SEVERITIES = ("error", "warning", "info")
 FLOAT32_MAX = 3.4028234663852886e38
-
-
-class ConfigError(Exception):
-    """One sentence naming the file and the problem."""
 
 
 class _ParseError(ValueError):
@@ -554,22 +549,8 @@ def _try_format_duration(text):
 
 def validate(values):
     """The kubelet's errors for effective ``values``: VAL (prefixed), then eviction thresholds, then the container log manager."""
-    errors = []
-    high, low = values["imageGCHighThresholdPercent"], values["imageGCLowThresholdPercent"]
-    if not 0 <= high <= 100:
-        errors.append(PREFIX + "imageGCHighThresholdPercent (--image-gc-high-threshold) %d must be between 0 and 100, inclusive" % high)
-    if not 0 <= low <= 100:
-        errors.append(PREFIX + "imageGCLowThresholdPercent (--image-gc-low-threshold) %d must be between 0 and 100, inclusive" % low)
-    if low >= high:
-        errors.append(PREFIX + "imageGCLowThresholdPercent (--image-gc-low-threshold) %d must be less than imageGCHighThresholdPercent "
-                      "(--image-gc-high-threshold) %d" % (low, high))
-    min_age, max_age = values["imageMinimumGCAge"], values["imageMaximumGCAge"]
-    if min_age < 0:
-        errors.append(PREFIX + "imageMinimumGCAge %s must not be negative" % format_duration(min_age))
-    if max_age < 0:
-        errors.append(PREFIX + "imageMaximumGCAge %s must not be negative" % format_duration(max_age))
-    if 0 < max_age <= min_age:
-        errors.append(PREFIX + "imageMaximumGCAge %s must be greater than imageMinimumGCAge %s" % (format_duration(max_age), format_duration(min_age)))
+    errors = _kubelet.threshold_errors(values["imageGCHighThresholdPercent"], values["imageGCLowThresholdPercent"])
+    errors += _kubelet.age_errors(values["imageMinimumGCAge"], values["imageMaximumGCAge"])
     if values["containerLogMaxWorkers"] < 1:
         errors.append(PREFIX + "containerLogMaxWorkers must be greater than or equal to 1")
     if values["containerLogMonitorInterval"] < 3 * SECOND:
@@ -677,11 +658,11 @@ def _float32(value):
 
 def findings(values, sources, cfg, overrides, errors, flag_errors):
     """Checks of the effective configuration, sorted by severity then code."""
-    out = [_finding("error", "invalid_config", e) for e in errors]
-    out += [_finding("error", "invalid_flag", f["message"]) for f in flag_errors]
+    out = [finding("error", "invalid_config", e) for e in errors]
+    out += [finding("error", "invalid_flag", f["message"]) for f in flag_errors]
     high, min_age, max_age = values["imageGCHighThresholdPercent"], values["imageMinimumGCAge"], values["imageMaximumGCAge"]
     if 0 < max_age <= min_age:
-        out.append(_finding("error", "max_age_not_above_min", "imageMaximumGCAge %s is not above imageMinimumGCAge %s, so the kubelet refuses "
+        out.append(finding("error", "max_age_not_above_min", "imageMaximumGCAge %s is not above imageMinimumGCAge %s, so the kubelet refuses "
                             "the configuration; raise imageMaximumGCAge or set it to 0s to disable age-based image GC"
                             % (format_duration(max_age), format_duration(min_age))))
     for key, kind in (("evictionHard", "hard"), ("evictionSoft", "soft")):
@@ -691,7 +672,7 @@ def findings(values, sources, cfg, overrides, errors, flag_errors):
         except ValueError:
             percent = None
         if percent is not None and 0 < percent < 100 and 100 > high >= 100 - percent:
-            out.append(_finding("warning", "gc_high_at_or_above_eviction", "imageGCHighThresholdPercent %d is at or above %s%% disk usage, where "
+            out.append(finding("warning", "gc_high_at_or_above_eviction", "imageGCHighThresholdPercent %d is at or above %s%% disk usage, where "
                                 "the %s eviction threshold imagefs.available<%s evicts pods, so pods can be evicted for disk pressure before "
                                 "image garbage collection frees space; set imageGCHighThresholdPercent below %s" % (
                                     high, _num(100 - percent), kind, value, _num(100 - percent))))
@@ -704,7 +685,7 @@ def findings(values, sources, cfg, overrides, errors, flag_errors):
             else:
                 where = "evictionHard in the config file without mergeDefaultEvictionSettings"
                 fix = "list them too or set mergeDefaultEvictionSettings: true (kubelet v1.33+)"
-            out.append(_finding("warning", "partial_eviction_hard", "%s replaces the kubelet's default hard eviction thresholds, so %s %s not "
+            out.append(finding("warning", "partial_eviction_hard", "%s replaces the kubelet's default hard eviction thresholds, so %s %s not "
                                 "monitored; %s" % (where, ", ".join(dropped), "is" if len(dropped) == 1 else "are", fix)))
     bad_flags = [(f["flag"], f["value"], f["file"]) for f in flag_errors]
     for flag in overrides:
@@ -712,23 +693,19 @@ def findings(values, sources, cfg, overrides, errors, flag_errors):
             continue
         setting = "%s=%s in %s" % (flag["flag"], flag["value"], flag["file"])
         if flag["deprecated"]:
-            out.append(_finding("warning", "deprecated_flag", "%s is a deprecated container garbage collection flag with no config file "
+            out.append(finding("warning", "deprecated_flag", "%s is a deprecated container garbage collection flag with no config file "
                                 "equivalent (the kubelet says: use --eviction-hard or --eviction-soft instead); the kubenode.gc.container_gc "
                                 "module applies such a policy from outside the kubelet" % setting))
         elif flag["key"]:
             in_file = cfg.get(flag["key"])
             what = "the config file's %s %s" % (flag["key"], json.dumps(plain(in_file))) if in_file is not None else flag["key"]
-            out.append(_finding("warning", "flag_overrides_file", "%s overrides %s: the kubelet applies flags on top of the config file, "
+            out.append(finding("warning", "flag_overrides_file", "%s overrides %s: the kubelet applies flags on top of the config file, "
                                 "so edits of this key in the file have no effect while the flag is set" % (setting, what)))
     if high == 100:
         what = "disabled" if max_age == 0 else "limited to the imageMaximumGCAge pass (no disk-usage threshold)"
-        out.append(_finding("info", "image_gc_disabled", "imageGCHighThresholdPercent is 100, so the kubelet's image garbage collection is %s; "
+        out.append(finding("info", "image_gc_disabled", "imageGCHighThresholdPercent is 100, so the kubelet's image garbage collection is %s; "
                             "images are still removed under disk pressure by eviction" % what))
-    return sorted(out, key=lambda f: (SEVERITIES.index(f["severity"]), f["code"]))
-
-
-def _finding(severity, code, message):
-    return dict(severity=severity, code=code, message=message)
+    return sort_findings(out, by=("code",))
 
 
 def _num(value):

@@ -20,13 +20,15 @@ import errno
 import fcntl
 import json
 import os
-import tempfile
 import time
+
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
+from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write
 
 LEDGER_VERSION = 1
 
 
-class LedgerError(Exception):
+class LedgerError(KubenodeGcError):
     """The ledger or lock cannot be used; str() is one sentence naming the file."""
 
 
@@ -58,21 +60,9 @@ def load(path, now):
 
 def save(path, ledger):
     """Write the ledger atomically with mode 0600 (its directory is created 0700 if missing)."""
-    directory = os.path.dirname(os.path.abspath(path))
     try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".image-ledger-", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(ledger, f, sort_keys=True, separators=(",", ":"))
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+        atomic_write(path, json.dumps(ledger, sort_keys=True, separators=(",", ":")), mode=0o600, keep_owner_mode=False, prefix=".image-ledger-")
     except OSError as exc:
         raise LedgerError("Cannot write the image ledger %s: %s." % (path, exc.strerror or exc))
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from decimal import MAX_EMAX, MIN_EMIN, ROUND_UP, Context, Decimal, localcontext
 
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
+
 ERR_FORMAT = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 ERR_NUMERIC = "unable to parse numeric part of quantity"
 ERR_SUFFIX = "unable to parse quantity's suffix"
@@ -30,7 +32,7 @@ _CONTEXT = Context(prec=1000, Emin=MIN_EMIN, Emax=MAX_EMAX)
 _SYNTAX = re.compile(r"([+-]?)(0*)([0-9]*)(?:(\.)([0-9]*))?([eEinumkKMGTP]*[-+]?[0-9]*)\Z")
 
 
-class QuantityError(ValueError):
+class QuantityError(KubenodeGcError, ValueError):
     pass
 
 

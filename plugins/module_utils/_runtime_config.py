@@ -22,6 +22,8 @@ import os
 import re
 import traceback
 
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
+from ansible_collections.kubenode.gc.plugins.module_utils._findings import finding, sort_findings
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import normalize_image_ref
 
 try:
@@ -50,7 +52,6 @@ CONTAINERD_KEYS = ("root", "state", "snapshotter", "sandbox_image")
 CRIO_KEYS = ("graphroot", "runroot", "imagestore", "driver", "pause_image")
 PATH_KEYS = ("root", "state", "graphroot", "runroot", "imagestore")
 DRIVERS = ("overlay", "vfs", "btrfs", "zfs", "devmapper", "aufs")
-SEVERITIES = ("error", "warning", "info")
 
 # containerd config version -> setting -> (table, key)
 _CRI_V1 = ("plugins", "cri")
@@ -78,10 +79,6 @@ IMAGE_REF = re.compile(
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$" % (_LABEL, _LABEL, _COMPONENT, _COMPONENT)
 )
 SNAPSHOTTER = re.compile(r"^[a-z0-9_.-]+$")
-
-
-class ConfigError(Exception):
-    """One sentence naming the file or setting and the problem."""
 
 
 def detect_runtime(path, crio_options, exists=os.path.exists):
@@ -492,15 +489,6 @@ def crio_effective(spath, sdata, cpath, cdata, ddata, wanted):
 
 
 # -- findings ----------------------------------------------------------------------
-
-
-def finding(severity, code, message):
-    return dict(severity=severity, code=code, message=message)
-
-
-def sort_findings(findings):
-    """Most severe first, then by code and message."""
-    return sorted(findings, key=lambda f: (SEVERITIES.index(f["severity"]), f["code"], f["message"]))
 
 
 def device_of(path):

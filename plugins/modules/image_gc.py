@@ -241,9 +241,10 @@ rpc_calls:
 
 from ansible_collections.kubenode.gc.plugins.module_utils._common import AnsibleCriModule
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
-from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
+from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import PolicyError
 from ansible_collections.kubenode.gc.plugins.module_utils._image_gc import GcError, run
-from ansible_collections.kubenode.gc.plugins.module_utils._image_policy import PolicyError, validate_ages, validate_thresholds
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import validate_ages, validate_thresholds
 from ansible_collections.kubenode.gc.plugins.module_utils._ledger import LedgerError
 
 RESULT_KEYS = ("removed", "kept", "usage_before", "usage_after", "bytes_to_free", "bytes_freed_estimated", "bytes_freed_measured",
@@ -279,7 +280,7 @@ def main():
                 opts[name] = parse_duration(p[name])
             except DurationError as exc:
                 raise PolicyError("%s %r is not a Go duration such as 90s or 1h30m: %s" % (name, p[name], exc))
-        validate_ages(opts["min_age"], opts["max_age"], format_duration)
+        validate_ages(opts["min_age"], opts["max_age"])
     except PolicyError as exc:
         cri.fail(str(exc).rstrip(".") + ".")
     if p["max_removals"] is not None and p["max_removals"] < 0:

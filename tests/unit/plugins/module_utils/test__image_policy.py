@@ -13,7 +13,7 @@ container (the vectors' ``ctr(n)``). "left N" is ``len(images) - len(plan.remova
 import pytest
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
-from ansible_collections.kubenode.gc.plugins.module_utils._durations import format_duration
+from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet as kubelet
 
 SECOND = 10**9
 MINUTE = 60 * SECOND
@@ -351,10 +351,10 @@ def test_ig23_validate_image_gc_policy(high, low, message):
     # The module validates like the kubelet's config validation (§2.2 VAL texts), not NewImageGCManager's
     # second layer (§1.6): same cases, VAL wording, and equality rejected.
     if message is None:
-        policy.validate_thresholds(high, low)
+        kubelet.validate_thresholds(high, low)
     else:
         with pytest.raises(policy.PolicyError) as err:
-            policy.validate_thresholds(high, low)
+            kubelet.validate_thresholds(high, low)
         assert str(err.value) == message
 
 
@@ -373,10 +373,10 @@ def test_ig23_validate_image_gc_policy(high, low, message):
 )
 def test_validate_ages(min_age, max_age, message):
     if message is None:
-        policy.validate_ages(min_age, max_age, format_duration)
+        kubelet.validate_ages(min_age, max_age)
     else:
         with pytest.raises(policy.PolicyError) as err:
-            policy.validate_ages(min_age, max_age, format_duration)
+            kubelet.validate_ages(min_age, max_age)
         assert str(err.value) == message
 
 
@@ -394,7 +394,7 @@ def test_d01_amount_to_free_zero_still_deletes_one_image():
 
 
 def test_d02_high_100_fires_below_one_percent_free():
-    policy.validate_thresholds(100, 80)
+    kubelet.validate_thresholds(100, 80)
     assert policy.usage_percent(1000, 9) == 100
     assert policy.bytes_to_free(1000, 9, 80) == 191
     result = garbage_collect([img(0, 500)], set(), capacity=1000, available=9, high=100, low=80, max_age=HOUR, tracking_since=T - MINUTE)

@@ -1,0 +1,34 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""The one error family of kubenode.gc: every failure a module reports is a KubenodeGcError.
+
+Its text is one sentence. ``result`` carries what the run did before it failed (removed images,
+written files...), so a module can fail with ``changed: true`` and the partial result.
+"""
+
+from __future__ import annotations
+
+
+class KubenodeGcError(Exception):
+    """A run or an input failed; str() is one sentence, ``result`` what was done before (may be empty)."""
+
+    def __init__(self, message, result=None):
+        super().__init__(message)
+        self.result = result or {}
+
+
+class OptionError(KubenodeGcError):
+    """A module option is invalid; nothing was done."""
+
+
+class ConfigError(KubenodeGcError):
+    """A configuration file, its content or a setting is invalid; one sentence naming the file or setting and the problem."""
+
+
+class PolicyError(KubenodeGcError, ValueError):
+    """Invalid policy input (thresholds, ages, an image filesystem without capacity); the kubelet's wording."""

@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""The kubelet's defaults and its validation of the image GC thresholds and ages, in one place.
+
+Used by image_gc (its options), kubelet_config (the effective configuration) and the audit
+report (thresholds of a node without a readable kubelet configuration). The texts are the
+kubelet's own (pkg/kubelet/apis/config/validation, VAL in docs/development.md's sources).
+"""
+
+from __future__ import annotations
+
+from ansible_collections.kubenode.gc.plugins.module_utils._durations import format_duration
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import PolicyError
+
+SECOND = 10**9
+MINUTE = 60 * SECOND
+
+# KubeletConfiguration defaults (v1beta1 SetDefaults_KubeletConfiguration)
+IMAGE_GC_HIGH_THRESHOLD_PERCENT = 85
+IMAGE_GC_LOW_THRESHOLD_PERCENT = 80
+IMAGE_MINIMUM_GC_AGE = 2 * MINUTE
+IMAGE_MAXIMUM_GC_AGE = 0
+EVICTION_PRESSURE_TRANSITION_PERIOD = 5 * MINUTE
+CONTAINER_LOG_MAX_SIZE = "10Mi"
+CONTAINER_LOG_MAX_FILES = 5
+CONTAINER_LOG_MAX_WORKERS = 1
+CONTAINER_LOG_MONITOR_INTERVAL = 10 * SECOND
+POD_LOGS_DIR = "/var/log/pods"
+EVICTION_HARD = {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%",
+                 "imagefs.inodesFree": "5%"}
+
+PREFIX = "invalid configuration: "
+
+
+def threshold_errors(high, low):
+    """The kubelet's errors for the image GC thresholds: 0 <= low < high <= 100."""
+    errors = []
+    if not 0 <= high <= 100:
+        errors.append(PREFIX + "imageGCHighThresholdPercent (--image-gc-high-threshold) %d must be between 0 and 100, inclusive" % high)
+    if not 0 <= low <= 100:
+        errors.append(PREFIX + "imageGCLowThresholdPercent (--image-gc-low-threshold) %d must be between 0 and 100, inclusive" % low)
+    if low >= high:
+        errors.append(PREFIX + "imageGCLowThresholdPercent (--image-gc-low-threshold) %d must be less than imageGCHighThresholdPercent "
+                      "(--image-gc-high-threshold) %d" % (low, high))
+    return errors
+
+
+def age_errors(min_age, max_age):
+    """The kubelet's imageMaximumGCAge rules (nanoseconds), and a non-negative imageMinimumGCAge."""
+    errors = []
+    if min_age < 0:
+        errors.append(PREFIX + "imageMinimumGCAge %s must not be negative" % format_duration(min_age))
+    if max_age < 0:
+        errors.append(PREFIX + "imageMaximumGCAge %s must not be negative" % format_duration(max_age))
+    if 0 < max_age <= min_age:
+        errors.append(PREFIX + "imageMaximumGCAge %s must be greater than imageMinimumGCAge %s" % (format_duration(max_age), format_duration(min_age)))
+    return errors
+
+
+def validate_thresholds(high, low):
+    """PolicyError with the kubelet's first complaint about the thresholds."""
+    _raise_first(threshold_errors(high, low))
+
+
+def validate_ages(min_age, max_age):
+    """PolicyError with the kubelet's first complaint about the ages (nanoseconds)."""
+    _raise_first(age_errors(min_age, max_age))
+
+
+def _raise_first(errors):
+    if errors:
+        raise PolicyError(errors[0])
