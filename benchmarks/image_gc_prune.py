@@ -29,6 +29,8 @@ from devtools.containerd import EmbeddedContainerd  # noqa: E402  pylint: disabl
 from devtools.images import ImageSpec  # noqa: E402  pylint: disable=wrong-import-position
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
+from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
+from ansible_collections.kubenode.gc.plugins.modules import image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
 
 
 def main():
@@ -49,7 +51,8 @@ def main():
         ctrd.import_images([ImageSpec("bench-gc-%04d:1" % i) for i in range(n)])
         client = type(ctrd.client)(ctrd.endpoint)
         with tempfile.TemporaryDirectory() as tmp:
-            opts = _image_gc.options(mode="prune", min_age=0, ledger_path=os.path.join(tmp, "ledger.json"), parallelism=args.parallelism)
+            opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, mode="prune", min_age="0s", ledger_path=os.path.join(tmp, "ledger.json"),
+                                                parallelism=args.parallelism))
             start = time.perf_counter()
             result = _image_gc.run(client, opts)
             module = time.perf_counter() - start

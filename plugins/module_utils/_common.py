@@ -5,13 +5,25 @@
 
 # This file is private to the kubenode.gc collection; it is not a public API.
 
-"""Ansible glue shared by the CRI modules: common options, dependency checks, client set-up, failures."""
+"""Ansible glue shared by every module: the CRI options, dependency checks, and the one main() flow.
+
+Every module's main() is ``execute(module, options, run, backend)``:
+
+1. ``options(module.params)`` checks the options and returns what the run needs (OptionError);
+2. ``backend(module, opts)`` gives the run its I/O: a CriClient (``cri_client``) or config files
+   (``config_files``);
+3. ``run(backend, opts, check_mode)`` does the work and returns the result dict, or raises a
+   KubenodeGcError whose ``result`` is what was done before;
+4. the result (``warnings`` warned, ``diff`` only in diff mode, ``rpc_calls`` of the client) is
+   returned with exit_json, or the error's one sentence with fail_json and the partial result.
+"""
 
 from __future__ import annotations
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
+from ansible.module_utils.basic import env_fallback, missing_required_lib
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _cri
+from ansible_collections.kubenode.gc.plugins.module_utils import _config_io, _cri
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
 
 # Mirrors plugins/doc_fragments/cri.py.
 CRI_COMMON_ARGS = dict(
@@ -26,58 +38,95 @@ INSTALL_HINT = (
 )
 
 
-class AnsibleCriModule:
-    """An AnsibleModule with the shared CRI options and a lazily connected CriClient."""
+class MissingLibraryError(KubenodeGcError):
+    """A Python library the module needs is not installed on the managed node; ``exception`` is the import traceback."""
 
-    def __init__(self, argument_spec, **kwargs):
-        spec = dict(CRI_COMMON_ARGS)
-        spec.update(argument_spec)
-        self.module = AnsibleModule(argument_spec=spec, **kwargs)
-        self.params = self.module.params
-        self._client = None
-        self._check_requirements()
-        if self.params["cri_timeout"] <= 0:
-            self.fail("cri_timeout must be a positive number of seconds, got %s." % self.params["cri_timeout"])
+    def __init__(self, message, exception=None):
+        super().__init__(message)
+        self.exception = exception
 
-    @property
-    def check_mode(self):
-        return self.module.check_mode
 
-    def _check_requirements(self):
-        missing = []
-        errors = []
-        if not _cri.HAS_GRPC:
-            missing.append("grpcio")
-            errors.append(_cri.GRPC_IMPORT_ERROR)
-        if not _cri.HAS_PROTOBUF:
-            missing.append("protobuf")
-            errors.append(_cri.PROTOBUF_IMPORT_ERROR)
-        if missing:
-            self.module.fail_json(msg=missing_required_lib(" and ".join(missing)) + INSTALL_HINT, exception="\n".join(errors))
+def require_library(present, name, import_error):
+    """MissingLibraryError (Ansible's missing_required_lib text) unless ``present``."""
+    if not present:
+        raise MissingLibraryError(missing_required_lib(name), import_error)
 
-    @property
-    def client(self):
-        """The CriClient for the resolved endpoint (option, crictl.yaml, then default sockets)."""
-        if self._client is None:
-            try:
-                endpoint = _cri.resolve_endpoint(self.params["cri_endpoint"])[0]
-            except _cri.CriError as exc:
-                self.fail(str(exc))
-            self._client = _cri.CriClient(endpoint, timeout=self.params["cri_timeout"])
-        return self._client
 
-    @property
-    def rpc_calls(self):
-        return dict(self._client.rpc_calls) if self._client is not None else {}
+def require_cri_libraries(why=""):
+    """MissingLibraryError naming grpcio and/or protobuf (and ``why``, a sentence) unless both import."""
+    missing, errors = [], []
+    if not _cri.HAS_GRPC:
+        missing.append("grpcio")
+        errors.append(_cri.GRPC_IMPORT_ERROR)
+    if not _cri.HAS_PROTOBUF:
+        missing.append("protobuf")
+        errors.append(_cri.PROTOBUF_IMPORT_ERROR)
+    if missing:
+        raise MissingLibraryError(missing_required_lib(" and ".join(missing)) + why + INSTALL_HINT, "\n".join(errors))
 
-    def fail(self, msg, **result):
-        result.setdefault("rpc_calls", self.rpc_calls)
-        if self._client is not None:
-            self._client.close()
-        self.module.fail_json(msg=msg, **result)
 
-    def exit(self, **result):
-        result.setdefault("rpc_calls", self.rpc_calls)
-        if self._client is not None:
-            self._client.close()
-        self.module.exit_json(**result)
+def cri_options(params):
+    """The shared CRI options, checked: (endpoint option or None, timeout in seconds)."""
+    if params["cri_timeout"] <= 0:
+        raise OptionError("cri_timeout must be a positive number of seconds, got %s." % params["cri_timeout"])
+    return dict(cri_endpoint=params["cri_endpoint"], cri_timeout=params["cri_timeout"])
+
+
+def cri_client(module, opts):
+    """The backend of the CRI modules: a CriClient for the resolved endpoint (option, crictl.yaml, default sockets)."""
+    endpoint = _cri.resolve_endpoint(opts["cri_endpoint"])[0]
+    return _cri.CriClient(endpoint, timeout=opts["cri_timeout"])
+
+
+def config_files(module, opts):
+    """The backend of the config modules: reads and atomic writes through the module."""
+    return _config_io.ConfigFiles(module)
+
+
+def params_for(argument_spec, **overrides):
+    """A module's parameters as AnsibleModule gives them without arguments (the spec's defaults), then ``overrides``.
+
+    For callers that run a module's options() and run() without Ansible (tests, benchmarks).
+    """
+    unknown = set(overrides) - set(argument_spec)
+    if unknown:
+        raise TypeError("unknown options: %s" % ", ".join(sorted(unknown)))
+    params = {name: spec.get("default") for name, spec in argument_spec.items()}
+    params.update(overrides)
+    return params
+
+
+def execute(module, options, run, backend):
+    """The whole main() of a module: options -> backend -> run -> exit_json, or fail_json with one sentence."""
+    target = None
+    try:
+        if backend is cri_client:
+            require_cri_libraries()
+        opts = options(module.params)
+        target = backend(module, opts)
+        result = run(target, opts, check_mode=module.check_mode)
+    except MissingLibraryError as exc:
+        _close(target)
+        module.fail_json(msg=str(exc), exception=exc.exception)
+    except KubenodeGcError as exc:
+        partial = dict(exc.result)
+        _finish(module, partial, target, backend)
+        partial.setdefault("changed", False)
+        module.fail_json(msg=str(exc), **partial)
+    _finish(module, result, target, backend)
+    module.exit_json(**result)
+
+
+def _finish(module, result, target, backend):
+    for warning in result.pop("warnings", None) or []:
+        module.warn(warning)
+    if not module._diff:  # pylint: disable=protected-access
+        result.pop("diff", None)
+    if backend is cri_client:
+        result.setdefault("rpc_calls", dict(target.rpc_calls) if target is not None else {})
+    _close(target)
+
+
+def _close(target):
+    if isinstance(target, _cri.CriClient):
+        target.close()

@@ -89,6 +89,18 @@ def write_text(module, path, text, backup=False, validate=None, mode=0o644):
     return backups[0] if backups else None
 
 
+class ConfigFiles:
+    """The config modules' file I/O: reads, and atomic writes through the module (atomic_move, backup_local, run_command)."""
+
+    def __init__(self, module):
+        self.module = module
+
+    read_text = staticmethod(read_text)
+
+    def write_text(self, path, text, backup=False, validate=None, mode=0o644):
+        return write_text(self.module, path, text, backup=backup, validate=validate, mode=mode)
+
+
 def unified_diff_dict(path, before, after):
     """The Ansible diff dict for one file."""
     return dict(before=before or "", after=after or "", before_header=path, after_header=path)

@@ -5,7 +5,7 @@
 
 # This file is private to the kubenode.gc collection; it is not a public API.
 
-"""One container_gc run: read the node, plan with _container_policy, remove, report.
+"""One container_gc run: check the options, read the node, plan with _container_policy, remove, report.
 
 No Ansible here. Log files are found from the kubelet's layout
 (``<pod_logs_dir>/<namespace>_<pod>_<uid>/<container>/<attempt>.log`` and rotated copies, and the
@@ -22,21 +22,31 @@ import shutil
 import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _container_policy as policy
+from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import read_containers, read_node
 
 KEPT_KEYS = ("running", "too_young", "within_limits", "sandbox_ready", "sandbox_in_use", "sandbox_newest")
+RESULT_KEYS = ("removed_containers", "removed_sandboxes", "removed_log_paths", "kept", "errors")
 
 
-def options(**overrides):
-    """Options for run(): the module's defaults (min_age in ns), then ``overrides``."""
-    opts = dict(min_age=60 * 10**9, max_per_pod_container=1, max_containers=-1, sandboxes=True, logs=True, pod_logs_dir="/var/log/pods",
-                container_logs_dir="/var/log/containers", active_pod_uids=None, evict_terminated_pods=False)
-    unknown = set(overrides) - set(opts)
-    if unknown:
-        raise TypeError("unknown container_gc options: %s" % ", ".join(sorted(unknown)))
-    opts.update(overrides)
-    return opts
+class GcError(KubenodeGcError):
+    """The run failed; ``result`` holds what was done before (removed objects included)."""
+
+
+def options(params):
+    """The module's parameters, checked, as run() takes them (min_age in ns)."""
+    try:
+        min_age = parse_duration(params["min_age"])
+    except DurationError as exc:
+        raise OptionError("min_age %r is not a Go duration such as 1m or 1h30m: %s." % (params["min_age"], exc))
+    if min_age < 0:
+        raise OptionError("invalid minimum garbage collection age: %s." % params["min_age"])
+    names = ("max_per_pod_container", "max_containers", "sandboxes", "logs", "pod_logs_dir", "container_logs_dir", "active_pod_uids",
+             "evict_terminated_pods")
+    return dict(cri_options(params), min_age=min_age, **{k: params[k] for k in names})
 
 
 def log_link_name(c):
@@ -81,6 +91,7 @@ def _sandbox_entry(s):
 
 
 def run(client, opts, check_mode=False, now=None):
+    """Run container GC with options() output; returns the module result (with ``diff``), or raises GcError when a removal failed."""
     node = read_node(client, ("containers", "sandboxes"))
     containers, sandboxes = node["containers"], node["sandboxes"]
     now = now if now is not None else time.time_ns()
@@ -146,6 +157,9 @@ def run(client, opts, check_mode=False, now=None):
         "after": {"containers": sorted(c["id"] for c in containers if c["id"] not in removed_c),
                   "sandboxes": sorted(s["id"] for s in sandboxes if s["id"] not in removed_s)},
     }
+    if result["errors"]:
+        raise GcError("Removing %d object(s) failed: %s" % (len(result["errors"]), " ".join(e["msg"] for e in result["errors"])),
+                      dict({k: result[k] for k in RESULT_KEYS}, changed=result["changed"], diff=result["diff"]))
     return result
 
 

@@ -7,23 +7,27 @@
 
 """One image_gc run: read the node, update the ledger, plan, remove in batches, report.
 
-No Ansible here: ``run()`` takes a CriClient and plain options and returns the result
-dict (or raises GcError with the result so far). The planning is _image_policy's.
+No Ansible here: ``options()`` checks the module's parameters, ``run()`` takes a CriClient and
+those options and returns the result dict (or raises GcError with the result so far). The
+planning is _image_policy's; image references and keep patterns are _image_ref's.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
+from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
-from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
+from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError, PolicyError
+from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import keep_matcher
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import validate_ages, validate_thresholds
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
+    image_filesystem,
     image_users,
-    normalize_image_ref,
     read_containers,
     read_node,
     rfc3339,
@@ -33,43 +37,35 @@ from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
 
 LOCK_NAME = "image-gc.lock"
 DEFAULT_LOCK_DIR = "/var/lib/kubenode-gc"
+RESULT_KEYS = ("removed", "kept", "usage_before", "usage_after", "bytes_to_free", "bytes_freed_estimated", "bytes_freed_measured",
+               "target_reached", "insufficient", "errors")
 
 
 class GcError(KubenodeGcError):
     """The run failed; ``result`` holds what was done before (removed images included)."""
 
 
-def options(**overrides):
-    """Options for run(): the module's defaults (durations in ns, no ledger), then ``overrides``."""
-    opts = dict(mode="threshold", high=85, low=80, min_age=120 * 10**9, max_age=0, keep_images=[], ledger_path="", measure_freed=True,
-                fail_on_insufficient=False, max_removals=None, parallelism=8, lock_timeout=300.0)
-    unknown = set(overrides) - set(opts)
-    if unknown:
-        raise TypeError("unknown image_gc options: %s" % ", ".join(sorted(unknown)))
-    opts.update(overrides)
+def options(params):
+    """The module's parameters, checked, as run() takes them: thresholds, durations in ns, limits."""
+    opts = dict(cri_options(params), mode=params["mode"], high=params["high_threshold_percent"], low=params["low_threshold_percent"],
+                keep_images=params["keep_images"], ledger_path=params["ledger_path"] or "", measure_freed=params["measure_freed"],
+                fail_on_insufficient=params["fail_on_insufficient"], max_removals=params["max_removals"],
+                parallelism=params["parallelism"], lock_timeout=params["lock_timeout"])
+    try:
+        validate_thresholds(opts["high"], opts["low"])
+        for name in ("min_age", "max_age"):
+            try:
+                opts[name] = parse_duration(params[name])
+            except DurationError as exc:
+                raise PolicyError("%s %r is not a Go duration such as 90s or 1h30m: %s" % (name, params[name], exc))
+        validate_ages(opts["min_age"], opts["max_age"])
+    except PolicyError as exc:
+        raise OptionError(str(exc).rstrip(".") + ".")
+    if opts["max_removals"] is not None and opts["max_removals"] < 0:
+        raise OptionError("max_removals must be 0 or more, got %d." % opts["max_removals"])
+    if opts["parallelism"] < 1:
+        raise OptionError("parallelism must be 1 or more, got %d." % opts["parallelism"])
     return opts
-
-
-def keep_matcher(patterns):
-    """A predicate: does an image match any keep pattern (full/short id, repo:tag glob, repo digest)?"""
-    if not patterns:
-        return None
-    pats = [p.strip() for p in patterns if p and p.strip()]
-
-    def match(img):
-        hex_id = img["id"].split(":", 1)[-1]
-        names = set(img["repo_tags"]) | set(img["repo_digests"])
-        names |= {normalize_image_ref(n) for n in names}
-        for pat in pats:
-            bare = pat.split(":", 1)[1] if pat.startswith("sha256:") else pat
-            if pat == img["id"] or (len(bare) >= 12 and all(c in "0123456789abcdef" for c in bare) and hex_id.startswith(bare)):
-                return True
-            for name in names:
-                if fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(name, normalize_image_ref(pat)):
-                    return True
-        return False
-
-    return match
 
 
 def free_disk_space_failed(usage, capacity, freed):
@@ -97,55 +93,44 @@ def _describe(img):
 
 
 def run(client, opts, check_mode=False, now=None, statvfs=statvfs_usage):
-    """Run image GC. ``opts`` keys: mode, high, low, min_age, max_age (ns), keep_images, ledger_path,
-    measure_freed, fail_on_insufficient, max_removals, parallelism, lock_timeout."""
-    ledger_path = opts["ledger_path"]
-    lock_dir = os.path.dirname(os.path.abspath(ledger_path)) if ledger_path else DEFAULT_LOCK_DIR
-    lock = _ledger.NodeLock(os.path.join(lock_dir, LOCK_NAME), opts["lock_timeout"])
+    """Run image GC with options() output; returns the module result (with ``warnings`` and ``diff``)."""
     if check_mode:
         return _run(client, opts, True, now, statvfs)
-    with lock:
+    ledger_path = opts["ledger_path"]
+    lock_dir = os.path.dirname(os.path.abspath(ledger_path)) if ledger_path else DEFAULT_LOCK_DIR
+    with _ledger.NodeLock(os.path.join(lock_dir, LOCK_NAME), opts["lock_timeout"]):
         return _run(client, opts, False, now, statvfs)
 
 
+class _State:
+    """What one run read and decided: the node's images and image filesystem, the ledger and the plan."""
+
+    def __init__(self, client, opts, now):
+        node = read_node(client, ("runtime", "imagefs", "images"))
+        fs = image_filesystem(node["imagefs"])
+        if fs is None:
+            raise GcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint)
+        self.mountpoint, self.capacity, self.available = fs["mountpoint"], fs["capacity_bytes"] or 0, fs["available_bytes"] or 0
+        self.free_time = now if now is not None else time.time_ns()
+        self.ledger_path = opts["ledger_path"]
+        self.ledger = _ledger.load(self.ledger_path, self.free_time) if self.ledger_path else _ledger.new_ledger(self.free_time)
+        self.images = policy.dedupe(node["images"])
+        in_use = {i["id"] for i in self.images if i["in_use"]}
+        created = {c["id"]: c["created_at_ns"] for c in node["containers"]}
+        hints = {i["id"]: min(created[c] for c in i["used_by"]) for i in self.images if i["used_by"]}
+        self.records = policy.detect(self.ledger["images"], self.images, in_use, self.free_time, self.free_time, hints)
+        gc_opts = policy.PlanOptions(opts["mode"], opts["high"], opts["low"], opts["min_age"], opts["max_age"],
+                                     keep=keep_matcher(opts["keep_images"]), max_removals=opts["max_removals"])
+        try:
+            self.plan = policy.plan(self.images, self.records, gc_opts, self.free_time, self.capacity, self.available,
+                                    tracking_since=self.ledger["created"])
+        except PolicyError as exc:
+            raise GcError("%s (mountpoint %s)." % (exc, self.mountpoint))
+
+
 def _run(client, opts, check_mode, now, statvfs):
-    node = read_node(client, ("runtime", "imagefs", "images"))
-    image_fs = [fs for fs in node["imagefs"] if fs["kind"] == "image"]
-    if not image_fs:
-        raise GcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint)
-    mountpoint = image_fs[0]["mountpoint"]
-    capacity = image_fs[0]["capacity_bytes"] or 0
-    available = image_fs[0]["available_bytes"] or 0
-
-    free_time = now if now is not None else time.time_ns()
-    ledger_path = opts["ledger_path"]
-    ledger = _ledger.load(ledger_path, free_time) if ledger_path else _ledger.new_ledger(free_time)
-
-    images = policy.dedupe(node["images"])
-    in_use = {i["id"] for i in images if i["in_use"]}
-    created = {c["id"]: c["created_at_ns"] for c in node["containers"]}
-    hints = {i["id"]: min(created[c] for c in i["used_by"]) for i in images if i["used_by"]}
-    records = policy.detect(ledger["images"], images, in_use, free_time, free_time, hints)
-
-    try:
-        plan = policy.plan(
-            images,
-            records,
-            opts["mode"],
-            free_time,
-            capacity,
-            available,
-            opts["high"],
-            opts["low"],
-            opts["min_age"],
-            opts["max_age"],
-            tracking_since=ledger["created"],
-            keep=keep_matcher(opts["keep_images"]),
-            max_removals=opts["max_removals"],
-        )
-    except policy.PolicyError as exc:
-        raise GcError("%s (mountpoint %s)." % (exc, mountpoint))
-
+    state = _State(client, opts, now)
+    plan = state.plan
     result = {
         "removed": [],
         "kept": dict(plan.kept),
@@ -158,20 +143,34 @@ def _run(client, opts, check_mode, now, statvfs):
         "insufficient": False,
         "errors": [],
         "warnings": [],
-        "before": sorted(_describe(i) for i in images),
     }
-
     if check_mode:
-        removed = [_entry(i, "age") for i in plan.age] + [_entry(i, "prune" if opts["mode"] == "prune" else "space") for i in plan.space]
-        result["removed"] = removed
-        result["bytes_freed_estimated"] = sum(r["size"] for r in removed)
-        if capacity:
-            result["usage_after"] = usage_percent(capacity, available + result["bytes_freed_estimated"])
-        if plan.threshold_hit and plan.estimated_short:
-            _insufficient(result, plan, capacity, sum(i["size"] for i in plan.space))
-        _finish(result, images)
-        return result
+        _predict(result, state, opts)
+    else:
+        _remove(result, state, opts, client, statvfs)
+    _finish(result, state.images)
+    if result["errors"]:
+        raise GcError("Removing %d image(s) failed: %s" % (len(result["errors"]), " ".join(e["msg"] for e in result["errors"])), _public(result))
+    if result["insufficient"] and opts["fail_on_insufficient"]:
+        raise GcError(result["warnings"][-1], _public(result))
+    return result
 
+
+def _predict(result, state, opts):
+    """Check mode: the plan as the result, freed bytes and usage after estimated from the image sizes."""
+    plan = state.plan
+    space_reason = "prune" if opts["mode"] == "prune" else "space"
+    result["removed"] = [_entry(i, "age") for i in plan.age] + [_entry(i, space_reason) for i in plan.space]
+    result["bytes_freed_estimated"] = sum(r["size"] for r in result["removed"])
+    if state.capacity:
+        result["usage_after"] = usage_percent(state.capacity, state.available + result["bytes_freed_estimated"])
+    if plan.threshold_hit and plan.estimated_short:
+        _insufficient(result, plan, state.capacity, sum(i["size"] for i in plan.space))
+
+
+def _remove(result, state, opts, client, statvfs):
+    """The removals: age pass, then prune or the threshold pass; then what was freed, what was kept, the ledger."""
+    plan, capacity = state.plan, state.capacity
     executor = _Executor(client, opts, result)
     executor.remove(plan.age, "age")
     if opts["mode"] == "prune":
@@ -181,7 +180,7 @@ def _run(client, opts, check_mode, now, statvfs):
         target_available = policy.target_available(capacity, opts["low"])
         if opts["measure_freed"]:
             def remaining():
-                return target_available - min(statvfs(mountpoint)["available_bytes"], capacity)
+                return target_available - min(statvfs(state.mountpoint)["available_bytes"], capacity)
         else:
             def remaining():
                 return plan.bytes_to_free - executor.freed_by_reason["space"]
@@ -189,29 +188,21 @@ def _run(client, opts, check_mode, now, statvfs):
         if remaining() > 0:
             _insufficient(result, plan, capacity, executor.freed_by_reason["space"])
 
-    after = statvfs(mountpoint)
+    after = statvfs(state.mountpoint)
     result["bytes_freed_estimated"] = sum(r["size"] for r in result["removed"])
-    result["bytes_freed_measured"] = max(0, after["available_bytes"] - available)
+    result["bytes_freed_measured"] = max(0, after["available_bytes"] - state.available)
     result["usage_after"] = after["usage_percent"] if capacity else None
     # one reason per image not removed: what the plan protected or skipped, races, and the rest not needed
     kept = result["kept"]
     kept["in_use"] += len(executor.raced)
-    kept["not_needed"] = len(images) - len(result["removed"]) - len(result["errors"]) - sum(v for k, v in kept.items() if k != "not_needed")
+    kept["not_needed"] = len(state.images) - len(result["removed"]) - len(result["errors"]) - sum(v for k, v in kept.items() if k != "not_needed")
     for img in executor.raced:
         result["warnings"].append("Image %s came into use during the run and was kept." % _describe(img))
-
-    if ledger_path:
+    if state.ledger_path:
         for entry in result["removed"]:
-            records.pop(entry["id"], None)
-        ledger["images"] = records
-        _ledger.save(ledger_path, ledger)
-    _finish(result, images)
-    if result["errors"]:
-        raise GcError(
-            "Removing %d image(s) failed: %s" % (len(result["errors"]), " ".join(e["msg"] for e in result["errors"])),
-            result,
-        )
-    return result
+            state.records.pop(entry["id"], None)
+        state.ledger["images"] = state.records
+        _ledger.save(state.ledger_path, state.ledger)
 
 
 def _insufficient(result, plan, capacity, freed):
@@ -222,8 +213,15 @@ def _insufficient(result, plan, capacity, freed):
 
 def _finish(result, images):
     gone = {r["id"] for r in result["removed"]}
-    result["after"] = sorted(_describe(i) for i in images if i["id"] not in gone)
+    before = sorted(_describe(i) for i in images)
+    after = sorted(_describe(i) for i in images if i["id"] not in gone)
+    result["diff"] = {"before": "\n".join(before) + "\n", "after": "\n".join(after) + "\n"}
     result["changed"] = bool(result["removed"])
+
+
+def _public(result):
+    """The result a failed run returns: the documented keys, changed and the warnings."""
+    return dict({k: result[k] for k in RESULT_KEYS}, changed=result["changed"], warnings=result["warnings"])
 
 
 def _entry(img, reason):

@@ -144,13 +144,26 @@ class Plan:
         return self.age + self.space
 
 
-def plan(images, records, mode, free_time, capacity, available, high, low, min_age, max_age, tracking_since=0, keep=None, max_removals=None):
+class PlanOptions:
+    """The policy a plan applies: ``mode`` (threshold or prune), ``high``/``low`` threshold percents, ``min_age`` and
+    ``max_age`` in ns, ``keep`` (a predicate over images, or None) and ``max_removals`` (None: no cap)."""
+
+    __slots__ = ("mode", "high", "low", "min_age", "max_age", "keep", "max_removals")
+
+    def __init__(self, mode, high, low, min_age, max_age, keep=None, max_removals=None):
+        self.mode, self.high, self.low, self.min_age, self.max_age = mode, high, low, min_age, max_age
+        self.keep, self.max_removals = keep, max_removals
+
+
+def plan(images, records, opts, free_time, capacity, available, tracking_since=0):
     """GarbageCollect (``threshold``) or DeleteUnusedImages (``prune``) without side effects.
 
     images: deduplicated snapshot images with in_use / pinned / sandbox_image flags.
-    records: detect()'s output for free_time. Returns a Plan; raises PolicyError when the
-    image filesystem capacity is 0 (the kubelet's InvalidDiskCapacity).
+    records: detect()'s output for free_time. opts: a PlanOptions. Returns a Plan; raises PolicyError
+    when the image filesystem capacity is 0 (the kubelet's InvalidDiskCapacity).
     """
+    mode, high, low, min_age, max_age = opts.mode, opts.high, opts.low, opts.min_age, opts.max_age
+    keep, max_removals = opts.keep, opts.max_removals
     result = Plan()
     candidates = eviction_order(images, records, keep, result.kept)
 

@@ -34,6 +34,36 @@ POD_LOGS_DIR = "/var/log/pods"
 EVICTION_HARD = {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%",
                  "imagefs.inodesFree": "5%"}
 
+# The KubeletConfiguration keys kubenode.gc manages, how their values are read, and their defaults.
+KINDS = {
+    "imageGCHighThresholdPercent": "int",
+    "imageGCLowThresholdPercent": "int",
+    "imageMinimumGCAge": "duration",
+    "imageMaximumGCAge": "duration",
+    "evictionHard": "thresholds",
+    "evictionSoft": "thresholds",
+    "evictionSoftGracePeriod": "periods",
+    "evictionMinimumReclaim": "reclaims",
+    "evictionPressureTransitionPeriod": "duration",
+    "evictionMaxPodGracePeriod": "int",
+    "mergeDefaultEvictionSettings": "bool",
+    "containerLogMaxSize": "quantity",
+    "containerLogMaxFiles": "int",
+    "containerLogMaxWorkers": "int",
+    "containerLogMonitorInterval": "duration",
+    "podLogsDir": "string",
+}
+MAP_KINDS = ("thresholds", "periods", "reclaims")
+DEFAULTS = {
+    "imageGCHighThresholdPercent": IMAGE_GC_HIGH_THRESHOLD_PERCENT, "imageGCLowThresholdPercent": IMAGE_GC_LOW_THRESHOLD_PERCENT,
+    "imageMinimumGCAge": IMAGE_MINIMUM_GC_AGE, "imageMaximumGCAge": IMAGE_MAXIMUM_GC_AGE,
+    "evictionHard": EVICTION_HARD, "evictionSoft": {}, "evictionSoftGracePeriod": {}, "evictionMinimumReclaim": {},
+    "evictionPressureTransitionPeriod": EVICTION_PRESSURE_TRANSITION_PERIOD, "evictionMaxPodGracePeriod": 0,
+    "mergeDefaultEvictionSettings": False, "containerLogMaxSize": CONTAINER_LOG_MAX_SIZE,
+    "containerLogMaxFiles": CONTAINER_LOG_MAX_FILES, "containerLogMaxWorkers": CONTAINER_LOG_MAX_WORKERS,
+    "containerLogMonitorInterval": CONTAINER_LOG_MONITOR_INTERVAL, "podLogsDir": POD_LOGS_DIR,
+}
+
 PREFIX = "invalid configuration: "
 
 

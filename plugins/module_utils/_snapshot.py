@@ -19,6 +19,8 @@ import json
 import os
 import time
 
+from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import normalize_image_ref
+
 CONTAINER_STATES = {0: "created", 1: "running", 2: "exited", 3: "unknown"}
 SANDBOX_STATES = {0: "ready", 1: "notready"}
 GATHER_CHOICES = ("runtime", "imagefs", "images", "containers", "sandboxes")
@@ -34,24 +36,6 @@ def rfc3339(ns):
         return None
     seconds, frac = divmod(int(ns), 1000000000)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + ".%09dZ" % frac
-
-
-def normalize_image_ref(ref):
-    """Canonical form of an image reference, as runtimes store tags (docker.io/library/x:latest)."""
-    if not ref or ref.startswith("sha256:"):
-        return ref
-    name, digest = ref, ""
-    if "@" in name:
-        name, digest = name.split("@", 1)
-        digest = "@" + digest
-    first = name.split("/", 1)[0]
-    if "/" not in name:
-        name = "docker.io/library/" + name
-    elif "." not in first and ":" not in first and first != "localhost":
-        name = "docker.io/" + name
-    if not digest and ":" not in name.rsplit("/", 1)[-1]:
-        name += ":latest"
-    return name + digest
 
 
 def usage_percent(capacity, available):
@@ -166,6 +150,11 @@ def read_imagefs(client):
                 pass
             filesystems.append(entry)
     return filesystems
+
+
+def image_filesystem(filesystems):
+    """The filesystem image GC measures: the first one the runtime reports as its image filesystem, or None."""
+    return next((fs for fs in filesystems if fs.get("kind") == "image"), None)
 
 
 def split_imagefs(filesystems):

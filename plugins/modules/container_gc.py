@@ -189,48 +189,28 @@ rpc_calls:
   type: dict
 """
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import AnsibleCriModule
-from ansible_collections.kubenode.gc.plugins.module_utils._container_gc import options, run
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
-from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
+from ansible.module_utils.basic import AnsibleModule
 
-RESULT_KEYS = ("removed_containers", "removed_sandboxes", "removed_log_paths", "kept", "errors")
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_client, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._container_gc import options, run
+
+ARGUMENT_SPEC = dict(
+    CRI_COMMON_ARGS,
+    min_age=dict(type="str", default="1m"),
+    max_per_pod_container=dict(type="int", default=1),
+    max_containers=dict(type="int", default=-1),
+    sandboxes=dict(type="bool", default=True),
+    logs=dict(type="bool", default=True),
+    pod_logs_dir=dict(type="path", default="/var/log/pods"),
+    container_logs_dir=dict(type="path", default="/var/log/containers"),
+    active_pod_uids=dict(type="list", elements="str"),
+    evict_terminated_pods=dict(type="bool", default=False),
+)
 
 
 def main():
-    cri = AnsibleCriModule(
-        argument_spec=dict(
-            min_age=dict(type="str", default="1m"),
-            max_per_pod_container=dict(type="int", default=1),
-            max_containers=dict(type="int", default=-1),
-            sandboxes=dict(type="bool", default=True),
-            logs=dict(type="bool", default=True),
-            pod_logs_dir=dict(type="path", default="/var/log/pods"),
-            container_logs_dir=dict(type="path", default="/var/log/containers"),
-            active_pod_uids=dict(type="list", elements="str"),
-            evict_terminated_pods=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
-    p = cri.params
-    try:
-        min_age = parse_duration(p["min_age"])
-    except DurationError as exc:
-        cri.fail("min_age %r is not a Go duration such as 1m or 1h30m: %s." % (p["min_age"], exc))
-    if min_age < 0:
-        cri.fail("invalid minimum garbage collection age: %s." % p["min_age"])
-    names = ("max_per_pod_container", "max_containers", "sandboxes", "logs", "pod_logs_dir", "container_logs_dir", "active_pod_uids", "evict_terminated_pods")
-    opts = options(min_age=min_age, **{k: p[k] for k in names})
-    try:
-        result = run(cri.client, opts, check_mode=cri.check_mode)
-    except CriError as exc:
-        cri.fail(str(exc))
-    out = {k: result[k] for k in RESULT_KEYS}
-    if cri.module._diff:
-        out["diff"] = result["diff"]
-    if result["errors"]:
-        cri.fail("Removing %d object(s) failed: %s" % (len(result["errors"]), " ".join(e["msg"] for e in result["errors"])), changed=result["changed"], **out)
-    cri.exit(changed=result["changed"], **out)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    execute(module, options, run, cri_client)
 
 
 if __name__ == "__main__":

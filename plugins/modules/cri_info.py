@@ -274,34 +274,21 @@ rpc_calls:
   sample: {"Version": 1, "Status": 1, "ImageFsInfo": 1, "ListImages": 1, "ListContainers": 1, "ListPodSandbox": 1}
 """
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import AnsibleCriModule
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
-from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import GATHER_CHOICES, public, read_node
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_client, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._cri_info import options, run
+from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import GATHER_CHOICES
+
+ARGUMENT_SPEC = dict(
+    CRI_COMMON_ARGS,
+    gather=dict(type="list", elements="str", choices=list(GATHER_CHOICES), default=list(GATHER_CHOICES)),
+)
 
 
 def main():
-    cri = AnsibleCriModule(
-        argument_spec=dict(
-            gather=dict(type="list", elements="str", choices=list(GATHER_CHOICES), default=list(GATHER_CHOICES)),
-        ),
-        supports_check_mode=True,
-    )
-    gather = cri.params["gather"]
-    try:
-        node = read_node(cri.client, gather)
-    except CriError as exc:
-        cri.fail(str(exc))
-
-    result = dict(changed=False)
-    if "runtime" in gather:
-        result["runtime"] = node["runtime"]
-    if "imagefs" in gather:
-        result["imagefs"] = node["imagefs"]
-        result["split_imagefs"] = node["split_imagefs"]
-    for kind in ("images", "containers", "sandboxes"):
-        if kind in gather:
-            result[kind] = public(kind, node[kind])
-    cri.exit(**result)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    execute(module, options, run, cri_client)
 
 
 if __name__ == "__main__":

@@ -239,71 +239,31 @@ rpc_calls:
   type: dict
 """
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import AnsibleCriModule
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
-from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
-from ansible_collections.kubenode.gc.plugins.module_utils._errors import PolicyError
-from ansible_collections.kubenode.gc.plugins.module_utils._image_gc import GcError, run
-from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import validate_ages, validate_thresholds
-from ansible_collections.kubenode.gc.plugins.module_utils._ledger import LedgerError
+from ansible.module_utils.basic import AnsibleModule
 
-RESULT_KEYS = ("removed", "kept", "usage_before", "usage_after", "bytes_to_free", "bytes_freed_estimated", "bytes_freed_measured",
-               "target_reached", "insufficient", "errors")
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_client, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._image_gc import options, run
+
+ARGUMENT_SPEC = dict(
+    CRI_COMMON_ARGS,
+    mode=dict(type="str", choices=["threshold", "prune"], default="threshold"),
+    high_threshold_percent=dict(type="int", default=85),
+    low_threshold_percent=dict(type="int", default=80),
+    min_age=dict(type="str", default="2m"),
+    max_age=dict(type="str", default="0s"),
+    keep_images=dict(type="list", elements="str", default=[]),
+    ledger_path=dict(type="path", default="/var/lib/kubenode-gc/image-ledger.json"),
+    measure_freed=dict(type="bool", default=True),
+    fail_on_insufficient=dict(type="bool", default=False),
+    max_removals=dict(type="int"),
+    parallelism=dict(type="int", default=8),
+    lock_timeout=dict(type="float", default=300.0),
+)
 
 
 def main():
-    cri = AnsibleCriModule(
-        argument_spec=dict(
-            mode=dict(type="str", choices=["threshold", "prune"], default="threshold"),
-            high_threshold_percent=dict(type="int", default=85),
-            low_threshold_percent=dict(type="int", default=80),
-            min_age=dict(type="str", default="2m"),
-            max_age=dict(type="str", default="0s"),
-            keep_images=dict(type="list", elements="str", default=[]),
-            ledger_path=dict(type="path", default="/var/lib/kubenode-gc/image-ledger.json"),
-            measure_freed=dict(type="bool", default=True),
-            fail_on_insufficient=dict(type="bool", default=False),
-            max_removals=dict(type="int"),
-            parallelism=dict(type="int", default=8),
-            lock_timeout=dict(type="float", default=300.0),
-        ),
-        supports_check_mode=True,
-    )
-    p = cri.params
-    opts = dict(mode=p["mode"], high=p["high_threshold_percent"], low=p["low_threshold_percent"], keep_images=p["keep_images"],
-                ledger_path=p["ledger_path"] or "", measure_freed=p["measure_freed"], max_removals=p["max_removals"],
-                parallelism=p["parallelism"], lock_timeout=p["lock_timeout"])
-    try:
-        validate_thresholds(opts["high"], opts["low"])
-        for name in ("min_age", "max_age"):
-            try:
-                opts[name] = parse_duration(p[name])
-            except DurationError as exc:
-                raise PolicyError("%s %r is not a Go duration such as 90s or 1h30m: %s" % (name, p[name], exc))
-        validate_ages(opts["min_age"], opts["max_age"])
-    except PolicyError as exc:
-        cri.fail(str(exc).rstrip(".") + ".")
-    if p["max_removals"] is not None and p["max_removals"] < 0:
-        cri.fail("max_removals must be 0 or more, got %d." % p["max_removals"])
-    if p["parallelism"] < 1:
-        cri.fail("parallelism must be 1 or more, got %d." % p["parallelism"])
-
-    try:
-        result = run(cri.client, opts, check_mode=cri.check_mode)
-    except GcError as exc:
-        partial = {k: exc.result[k] for k in RESULT_KEYS if k in exc.result}
-        cri.fail(str(exc), changed=bool(partial.get("removed")), **partial)
-    except (CriError, LedgerError) as exc:
-        cri.fail(str(exc))
-
-    for warning in result["warnings"]:
-        cri.module.warn(warning)
-    if result["insufficient"] and p["fail_on_insufficient"]:
-        cri.fail(result["warnings"][-1], changed=result["changed"], **{k: result[k] for k in RESULT_KEYS})
-    out = {k: result[k] for k in RESULT_KEYS}
-    if cri.module._diff:
-        out["diff"] = {"before": "\n".join(result["before"]) + "\n", "after": "\n".join(result["after"]) + "\n"}
-    cri.exit(changed=result["changed"], **out)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    execute(module, options, run, cri_client)
 
 
 if __name__ == "__main__":

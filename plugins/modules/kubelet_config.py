@@ -323,15 +323,11 @@ diff:
   sample: {"before": "imageGCHighThresholdPercent: 85\n", "after": "imageGCHighThresholdPercent: 75\n"}
 """
 
-import glob
-import os
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.kubenode.gc.plugins.module_utils._common import config_files, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_config import options, run
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _config_io
-from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config as kc
-
-DEFAULT_PATHS = ("/var/lib/kubelet/config.yaml", "/etc/kubernetes/kubelet/kubelet-config.json", "/etc/kubernetes/kubelet-config.yaml")
 DEFAULT_FLAG_FILES = [
     "/var/lib/kubelet/kubeadm-flags.env",
     "/etc/default/kubelet",
@@ -340,60 +336,20 @@ DEFAULT_FLAG_FILES = [
     "/usr/lib/systemd/system/kubelet.service.d/*.conf",
     "/lib/systemd/system/kubelet.service.d/*.conf",
 ]
-
-
-def read_flag_files(patterns):
-    """[(path, text)] of the existing files matching ``patterns``, in order, each once."""
-    files = []
-    for pattern in patterns:
-        for path in sorted(glob.glob(pattern)):
-            if os.path.isfile(path) and path not in [f[0] for f in files]:
-                files.append((path, _config_io.read_text(path) or ""))
-    return files
-
-
-def find_path(config_flag, content):
-    candidates = list(dict.fromkeys(([config_flag] if config_flag else []) + list(DEFAULT_PATHS)))
-    for path in candidates:
-        if os.path.exists(path):
-            return path
-    if content is not None and config_flag:
-        return config_flag
-    raise kc.ConfigError("No kubelet configuration file found (tried %s); give path, and content to create one." % ", ".join(candidates))
+ARGUMENT_SPEC = dict(
+    path=dict(type="path"),
+    settings=dict(type="dict"),
+    content=dict(type="str"),
+    backup=dict(type="bool", default=False),
+    mode=dict(type="raw", default="0644"),
+    validate=dict(type="str"),
+    flag_files=dict(type="list", elements="path", default=DEFAULT_FLAG_FILES),
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path"),
-            settings=dict(type="dict"),
-            content=dict(type="str"),
-            backup=dict(type="bool", default=False),
-            mode=dict(type="raw", default="0644"),
-            validate=dict(type="str"),
-            flag_files=dict(type="list", elements="path", default=DEFAULT_FLAG_FILES),
-        ),
-        supports_check_mode=True,
-    )
-    if not kc.HAS_RUAMEL:
-        module.fail_json(msg=missing_required_lib("ruamel.yaml"), exception=kc.RUAMEL_IMPORT_ERROR)
-    p = module.params
-    try:
-        mode = _config_io.file_mode(p["mode"])
-        flags = kc.parse_flag_files(read_flag_files(p["flag_files"]))
-        path = p["path"] or find_path(kc.config_flag(flags), p["content"])
-        result = kc.plan(path, _config_io.read_text(path), settings=p["settings"], content=p["content"], overrides=kc.flag_overrides(flags))
-        backup_file = None
-        if result["changed"] and not module.check_mode:
-            backup_file = _config_io.write_text(module, path, result["after"], backup=p["backup"], validate=p["validate"], mode=mode)
-    except (kc.ConfigError, _config_io.ConfigFileError) as exc:
-        module.fail_json(msg=str(exc))
-    out = {k: result[k] for k in ("changed", "format", "created", "config", "effective", "flag_overrides", "changes", "findings")}
-    if backup_file:
-        out["backup_file"] = backup_file
-    if module._diff:
-        out["diff"] = _config_io.unified_diff_dict(path, result["before"], result["after"])
-    module.exit_json(path=path, **out)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    execute(module, options, run, config_files)
 
 
 if __name__ == "__main__":

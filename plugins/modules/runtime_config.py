@@ -247,29 +247,28 @@ rpc_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS
-from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config_run import run
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, config_files, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config import options, run
+
+ARGUMENT_SPEC = dict(
+    CRI_COMMON_ARGS,
+    runtime=dict(type="str", choices=["containerd", "crio"]),
+    path=dict(type="path"),
+    storage_path=dict(type="path"),
+    dropin_dir=dict(type="path"),
+    settings=dict(type="dict"),
+    content=dict(type="str"),
+    storage_content=dict(type="str"),
+    backup=dict(type="bool", default=False),
+    mode=dict(type="raw", default="0644"),
+    validate=dict(type="str"),
+    query_runtime=dict(type="bool", default=True),
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            runtime=dict(type="str", choices=["containerd", "crio"]),
-            path=dict(type="path"),
-            storage_path=dict(type="path"),
-            dropin_dir=dict(type="path"),
-            settings=dict(type="dict"),
-            content=dict(type="str"),
-            storage_content=dict(type="str"),
-            backup=dict(type="bool", default=False),
-            mode=dict(type="raw", default="0644"),
-            validate=dict(type="str"),
-            query_runtime=dict(type="bool", default=True),
-            **CRI_COMMON_ARGS,
-        ),
-        supports_check_mode=True,
-    )
-    run(module)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    execute(module, options, run, config_files)
 
 
 if __name__ == "__main__":

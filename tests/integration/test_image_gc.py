@@ -9,6 +9,8 @@ import os
 import pytest
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc, _ledger
+from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
+from ansible_collections.kubenode.gc.plugins.modules import image_gc
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient, CriError
 from devtools.images import ImageSpec
 
@@ -240,7 +242,7 @@ class RacingClient(CriClient):
 def test_image_that_comes_into_use_after_the_plan_is_kept(runtime):
     runtime.import_images([ImageSpec("race-%d:1" % n) for n in range(3)])
     client = RacingClient(runtime.endpoint, runtime, "race-1:1")
-    res = _image_gc.run(client, _image_gc.options(mode="prune", min_age=0, lock_timeout=5))
+    res = _image_gc.run(client, _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, mode="prune", min_age="0s", lock_timeout=5)))
     assert {t for r in res["removed"] for t in r["repo_tags"]} == {"docker.io/library/race-0:1", "docker.io/library/race-2:1"}
     assert "docker.io/library/race-1:1" in tags_left(runtime)
     assert res["kept"]["in_use"] == 1 and any("race-1:1" in w for w in res["warnings"])
@@ -273,7 +275,7 @@ def test_failed_removal_does_not_stop_the_walk(runtime):
     runtime.import_images([ImageSpec("fail-%d:1" % n) for n in range(4)])
     ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
     bad = ids["docker.io/library/fail-1:1"]
-    opts = _image_gc.options(mode="prune", min_age=0, parallelism=2, lock_timeout=5)
+    opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, mode="prune", min_age="0s", parallelism=2, lock_timeout=5))
     with pytest.raises(_image_gc.GcError) as err:
         _image_gc.run(FailingClient(runtime.endpoint, bad), opts)
     result = err.value.result

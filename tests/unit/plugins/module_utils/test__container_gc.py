@@ -11,7 +11,9 @@ in tests/integration/test_container_gc.py.
 import os
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _container_gc as gc
+from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
+from ansible_collections.kubenode.gc.plugins.modules import container_gc
 
 
 class RecordingClient:
@@ -41,7 +43,7 @@ def _container(tmp_path, cid, state):
     links = tmp_path / "links"
     links.mkdir(exist_ok=True)
     os.symlink(str(log), str(links / ("web_ns_app-%s.log" % cid)))
-    return c, gc.options(pod_logs_dir=str(tmp_path / "pods"), container_logs_dir=str(links))
+    return c, gc.options(params_for(container_gc.ARGUMENT_SPEC, pod_logs_dir=str(tmp_path / "pods"), container_logs_dir=str(links)))
 
 
 def test_unknown_container_is_stopped_then_logs_then_removed(tmp_path):

@@ -23,6 +23,12 @@ T = 1_700_000_000 * SECOND
 MAX_TIME = 2**63 - 1
 
 
+def plan(images, records, mode, free_time, capacity, available, high, low, min_age, max_age, tracking_since=0, keep=None, max_removals=None):
+    """policy.plan with the vectors' parameters spelled out (the module passes one PlanOptions)."""
+    opts = policy.PlanOptions(mode, high, low, min_age, max_age, keep=keep, max_removals=max_removals)
+    return policy.plan(images, records, opts, free_time, capacity, available, tracking_since=tracking_since)
+
+
 def image(image_id, size=1024, **flags):
     img_ = {"id": image_id, "repo_tags": [], "repo_digests": [], "size": size, "pinned": False, "in_use": False, "sandbox_image": False}
     img_.update(flags)
@@ -59,7 +65,7 @@ def free_space(images, records, in_use, bytes_wanted, free_time, min_age=0):
     assert 0 < bytes_wanted <= 10**4
     unique = policy.dedupe(images)
     records = policy.detect(records, unique, in_use, free_time, free_time)
-    result = policy.plan(flag_in_use(unique, in_use), records, "threshold", free_time, capacity, capacity - bytes_wanted,
+    result = plan(flag_in_use(unique, in_use), records, "threshold", free_time, capacity, capacity - bytes_wanted,
                          high=1, low=0, min_age=min_age, max_age=0)
     assert result.threshold_hit
     assert result.bytes_to_free == bytes_wanted
@@ -71,7 +77,7 @@ def delete_unused(images, records, in_use, free_time, min_age=0):
     """DeleteUnusedImages: imagesInEvictionOrder(t), then freeSpace(MaxInt64) -- mode prune."""
     unique = policy.dedupe(images)
     records = policy.detect(records, unique, in_use, free_time, free_time)
-    return policy.plan(flag_in_use(unique, in_use), records, "prune", free_time, None, None, high=85, low=80, min_age=min_age, max_age=0)
+    return plan(flag_in_use(unique, in_use), records, "prune", free_time, None, None, high=85, low=80, min_age=min_age, max_age=0)
 
 
 def garbage_collect(images, in_use, capacity, available, high=90, low=80, min_age=0, max_age=0, free_time=T, tracking_since=0,
@@ -79,7 +85,7 @@ def garbage_collect(images, in_use, capacity, available, high=90, low=80, min_ag
     """GarbageCollect at free_time with a fresh detection (mode threshold)."""
     unique = policy.dedupe(images)
     records = policy.detect(records or {}, unique, in_use, free_time, free_time)
-    return policy.plan(flag_in_use(unique, in_use), records, "threshold", free_time, capacity, available, high, low, min_age, max_age,
+    return plan(flag_in_use(unique, in_use), records, "threshold", free_time, capacity, available, high, low, min_age, max_age,
                        tracking_since=tracking_since, **kwargs)
 
 
@@ -254,7 +260,7 @@ def test_ig15_garbage_collect_image_too_old():
     assert len(images) - len(old) == 1
     # the same through plan(), below the threshold so only the age pass removes
     records["image-0"]["last_used"] = T
-    result = policy.plan(images, records, "threshold", T + MINUTE + 1, 1000, 1000, 90, 80, 0, MINUTE, tracking_since=T)
+    result = plan(images, records, "threshold", T + MINUTE + 1, 1000, 1000, 90, 80, 0, MINUTE, tracking_since=T)
     assert ids(result.age) == ["image-0"] and result.space == []
     assert left(images, result) == 1
 
@@ -460,7 +466,7 @@ def test_eviction_order_ties_broken_by_image_id():
 
 def test_max_removals_truncates_prune():
     images = [img(0), img(1), img(2)]
-    result = policy.plan(images, policy.detect({}, images, set(), T, T), "prune", T, None, None, 85, 80, 0, 0, max_removals=2)
+    result = plan(images, policy.detect({}, images, set(), T, T), "prune", T, None, None, 85, 80, 0, 0, max_removals=2)
     assert ids(result.space) == ["image-0", "image-1"]
     assert ids(result.eligible) == ["image-0", "image-1", "image-2"]
     assert result.kept["not_needed"] == 1
@@ -474,7 +480,7 @@ def test_max_removals_truncates_age_then_space():
     records["image-2"]["last_used"] = T - 1  # recent, not old
     records["image-3"]["last_used"] = T - 1
     common = dict(mode="threshold", free_time=T, capacity=1000, available=50, high=90, low=80, min_age=0, max_age=HOUR, tracking_since=T - 2 * HOUR)
-    full = policy.plan(images, records, **common)
+    full = plan(images, records, **common)
     assert ids(full.age) == ["image-0", "image-1"] and ids(full.space) == ["image-2", "image-3"]
     cases = {
         0: ([], []),
@@ -484,7 +490,7 @@ def test_max_removals_truncates_age_then_space():
         4: (["image-0", "image-1"], ["image-2", "image-3"]),
     }
     for limit, (age, space) in cases.items():
-        result = policy.plan(images, records, max_removals=limit, **common)
+        result = plan(images, records, max_removals=limit, **common)
         assert (ids(result.age), ids(result.space)) == (age, space), limit
         assert result.kept["not_needed"] == 4 - limit
         assert sum(result.kept.values()) == left(images, result)
@@ -518,7 +524,7 @@ def _mixed():
 def test_kept_reasons_on_a_mixed_example():
     images, records, common = _mixed()
     # cap 1000, avail 50: usage 95 >= 90, 150 bytes to free; i-older (200) is enough, h-old is not needed
-    result = policy.plan(images, records, "threshold", capacity=1000, available=50, high=90, low=80, max_age=0, **common)
+    result = plan(images, records, "threshold", capacity=1000, available=50, high=90, low=80, max_age=0, **common)
     assert ids(result.space) == ["i-older"]
     assert ids(result.eligible) == ["i-older", "h-old"]
     assert result.kept == {"in_use": 2, "pinned": 1, "sandbox": 1, "keep_list": 1, "too_young": 1, "recently_used": 1, "not_needed": 1}
@@ -543,7 +549,7 @@ def test_kept_reasons_on_a_mixed_example():
 def test_kept_reasons_add_up(mode, available, max_age, max_removals):
     images, records, common = _mixed()
     capacity = None if mode == "prune" else 1000
-    result = policy.plan(images, records, mode, capacity=capacity, available=available, high=90, low=80, max_age=max_age,
+    result = plan(images, records, mode, capacity=capacity, available=available, high=90, low=80, max_age=max_age,
                          tracking_since=T - 2 * HOUR, max_removals=max_removals, **common)
     assert set(result.kept) == set(policy.KEPT_REASONS)
     assert sum(result.kept.values()) == left(images, result)

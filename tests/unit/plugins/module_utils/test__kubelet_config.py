@@ -6,7 +6,8 @@
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config as kc
+from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config_policy as kc
+from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_flags as kflags
 
 P = "invalid configuration: "
 PATH = "/var/lib/kubelet/config.yaml"
@@ -189,7 +190,7 @@ def test_eviction_hard_defaulting():
 
 
 def test_flags_apply_after_defaulting():
-    flags = kc.flag_overrides([dict(flag="--minimum-image-ttl-duration", value="0s", file="f"),
+    flags = kflags.flag_overrides([dict(flag="--minimum-image-ttl-duration", value="0s", file="f"),
                                dict(flag="--image-gc-high-threshold", value="90", file="f")])
     eff, sources, _errors, _flag_errors = kc.effective({"imageGCHighThresholdPercent": 70}, flags)
     assert (eff["imageMinimumGCAge"], eff["imageGCHighThresholdPercent"]) == (0, 90)
@@ -197,7 +198,7 @@ def test_flags_apply_after_defaulting():
 
 
 def test_map_flags_replace_the_file_map_and_repeats_add():
-    flags = kc.flag_overrides([dict(flag="--eviction-hard", value="memory.available<1Gi", file="a"),
+    flags = kflags.flag_overrides([dict(flag="--eviction-hard", value="memory.available<1Gi", file="a"),
                                dict(flag="--eviction-hard", value="nodefs.available<5%, imagefs.available<7%", file="b")])
     cfg = {"evictionHard": {"pid.available": "10"}, "mergeDefaultEvictionSettings": True}
     assert kc.effective(cfg, flags)[0]["evictionHard"] == {"memory.available": "1Gi", "nodefs.available": "5%", "imagefs.available": "7%"}
@@ -216,13 +217,13 @@ def test_map_flags_replace_the_file_map_and_repeats_add():
     ],
 )
 def test_flag_values_that_do_not_parse(flag, value, message):
-    eff, _sources, _errors, flag_errors = kc.effective({}, kc.flag_overrides([dict(flag=flag, value=value, file="/f")]))
+    eff, _sources, _errors, flag_errors = kc.effective({}, kflags.flag_overrides([dict(flag=flag, value=value, file="/f")]))
     assert [f["message"] for f in flag_errors] == [message + " (in /f)"]
     assert eff == values()
 
 
 def test_go_int_syntax_of_flags():
-    assert [kc._go_int32(t) for t in ("90", "0x5a", "0132", "0o132", "+90", "-1")] == [90, 90, 90, 90, 90, -1]
+    assert [kflags._go_int32(t) for t in ("90", "0x5a", "0132", "0o132", "+90", "-1")] == [90, 90, 90, 90, 90, -1]
 
 
 # ---------------------------------------------------------------------------------------------- flag files
@@ -249,7 +250,7 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
 
 
 def test_flag_files():
-    flags = kc.parse_flag_files([("/var/lib/kubelet/kubeadm-flags.env", KUBEADM_FLAGS), ("/etc/default/kubelet", DEFAULT_KUBELET),
+    flags = kflags.parse_flag_files([("/var/lib/kubelet/kubeadm-flags.env", KUBEADM_FLAGS), ("/etc/default/kubelet", DEFAULT_KUBELET),
                                  ("/etc/systemd/system/kubelet.service.d/10-kubeadm.conf", DROP_IN)])
     assert [(f["flag"], f["value"]) for f in flags] == [
         ("--image-gc-high-threshold", "90"),
@@ -260,8 +261,8 @@ def test_flag_files():
         ("--minimum-image-ttl-duration", "5m"),
         ("--minimum-container-ttl-duration", "1m"),
     ]
-    assert kc.config_flag(flags) == "/srv/kubelet/config.yaml"
-    overrides = kc.flag_overrides(flags)
+    assert kflags.config_flag(flags) == "/srv/kubelet/config.yaml"
+    overrides = kflags.flag_overrides(flags)
     assert overrides[0] == dict(flag="--image-gc-high-threshold", value="90", file="/var/lib/kubelet/kubeadm-flags.env",
                                 key="imageGCHighThresholdPercent", deprecated=False)
     assert [(o["key"], o["deprecated"]) for o in overrides if o["flag"].startswith(("--maximum", "--minimum-container"))] == [
@@ -273,13 +274,13 @@ def test_flag_file_quoting_and_comments():
     text = ("# KUBELET_EXTRA_ARGS=--image-gc-high-threshold=1\n"
             "export KUBELET_ARGS='--image-gc-low-threshold=10 --node-labels=\"a=b c\"'\n"
             "BROKEN=\"--eviction-soft=x<1\n")
-    flags = kc.parse_flag_files([("/etc/sysconfig/kubelet", text)])
+    flags = kflags.parse_flag_files([("/etc/sysconfig/kubelet", text)])
     assert [(f["flag"], f["value"]) for f in flags] == [("--image-gc-low-threshold", "10"), ("--eviction-soft", "x<1")]
 
 
 def test_unit_files_only_read_environment_and_exec_start():
     text = "[Service]\nExecStartPre=/bin/true --image-gc-high-threshold=1\nRestart=always\nExecStart=/usr/bin/kubelet --image-gc-high-threshold 2\n"
-    assert [(f["flag"], f["value"]) for f in kc.parse_flag_files([("u.conf", text)])] == [("--image-gc-high-threshold", "2")]
+    assert [(f["flag"], f["value"]) for f in kflags.parse_flag_files([("u.conf", text)])] == [("--image-gc-high-threshold", "2")]
 
 
 # ---------------------------------------------------------------------------------------------- findings
@@ -305,7 +306,7 @@ evictionSoft:
 evictionSoftGracePeriod:
   imagefs.available: 1m
 """
-    flags = kc.flag_overrides([dict(flag="--maximum-dead-containers", value="10", file="/f"),
+    flags = kflags.flag_overrides([dict(flag="--maximum-dead-containers", value="10", file="/f"),
                                dict(flag="--image-gc-high-threshold", value="95", file="/f"),
                                dict(flag="--container-log-max-files", value="x", file="/f")])
     result = kc.plan(PATH, text, overrides=flags)
@@ -343,7 +344,7 @@ def test_write_mode_fails_instead_of_reporting_invalid_config():
 
 
 def test_write_mode_validates_with_the_flags_applied():
-    flags = kc.flag_overrides([dict(flag="--image-gc-high-threshold", value="60", file="/var/lib/kubelet/kubeadm-flags.env")])
+    flags = kflags.flag_overrides([dict(flag="--image-gc-high-threshold", value="60", file="/var/lib/kubelet/kubeadm-flags.env")])
     with pytest.raises(kc.ConfigError) as exc:
         apply(KUBEADM_YAML, {"imageGCLowThresholdPercent": 70}, overrides=flags)
     assert "(with the flags in /var/lib/kubelet/kubeadm-flags.env applied on top, as the kubelet does)" in str(exc.value)
@@ -495,7 +496,7 @@ def test_settings_conversions():
 
 
 def test_partial_eviction_hard_from_a_flag():
-    flags = kc.flag_overrides([dict(flag="--eviction-hard", value="memory.available<1Gi,nodefs.available<10%", file="/f")])
+    flags = kflags.flag_overrides([dict(flag="--eviction-hard", value="memory.available<1Gi,nodefs.available<10%", file="/f")])
     result = kc.plan(PATH, "imageGCHighThresholdPercent: 80\nimageGCLowThresholdPercent: 70\n", overrides=flags)
     partial = [f["message"] for f in result["findings"] if f["code"] == "partial_eviction_hard"]
     assert partial == ["the --eviction-hard flag replaces the kubelet's default hard eviction thresholds, so nodefs.inodesFree<5%, "

@@ -4,7 +4,8 @@
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _runtime_config as rc
+from ansible_collections.kubenode.gc.plugins.module_utils import _findings
+from ansible_collections.kubenode.gc.plugins.module_utils import _runtime_config_policy as rc
 
 P = "/etc/containerd/config.toml"
 
@@ -394,7 +395,7 @@ def test_crio_mismatch_and_dropin_findings():
     assert plan["current"]["runroot"] == "/run/other"
     assert plan["current"]["driver"] == "vfs"
     assert plan["current"]["pause_image"] == "registry.k8s.io/pause:3.6"
-    findings = rc.sort_findings(plan["findings"])
+    findings = _findings.sort_findings(plan["findings"])
     assert [(f["severity"], f["code"]) for f in findings] == [
         ("warning", "crio_runroot_mismatch"),
         ("warning", "crio_storage_driver_mismatch"),
@@ -477,4 +478,4 @@ def test_detect_runtime_fails_when_unclear():
 
 def test_sort_findings():
     findings = [rc.finding("info", "a", "x"), rc.finding("warning", "z", "y"), rc.finding("warning", "b", "z")]
-    assert [f["code"] for f in rc.sort_findings(findings)] == ["b", "z", "a"]
+    assert [f["code"] for f in _findings.sort_findings(findings)] == ["b", "z", "a"]

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from ansible_collections.kubenode.gc.plugins.module_utils import _image_ref
 from ansible_collections.kubenode.gc.plugins.module_utils import _snapshot as snap
 
 
@@ -39,7 +40,7 @@ def test_rfc3339(ns, expected):
     ],
 )
 def test_normalize_image_ref(ref, expected):
-    assert snap.normalize_image_ref(ref) == expected
+    assert _image_ref.normalize_image_ref(ref) == expected
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,66 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""Image references: their syntax, the normal form runtimes store tags in, and the keep-list patterns of image_gc. Pure."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+
+# The reference grammar of distribution/reference (domain, path components, tag, digest).
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_LABEL = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+IMAGE_REF = re.compile(
+    r"^(?:(?:%s(?:\.%s)*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?/)?%s(?:/%s)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$" % (_LABEL, _LABEL, _COMPONENT, _COMPONENT)
+)
+
+
+def is_image_ref(value):
+    """Whether ``value`` is a well-formed image reference (registry.k8s.io/pause:3.10, name@sha256:...)."""
+    return bool(IMAGE_REF.match(value))
+
+
+def normalize_image_ref(ref):
+    """Canonical form of an image reference, as runtimes store tags (docker.io/library/x:latest)."""
+    if not ref or ref.startswith("sha256:"):
+        return ref
+    name, digest = ref, ""
+    if "@" in name:
+        name, digest = name.split("@", 1)
+        digest = "@" + digest
+    first = name.split("/", 1)[0]
+    if "/" not in name:
+        name = "docker.io/library/" + name
+    elif "." not in first and ":" not in first and first != "localhost":
+        name = "docker.io/" + name
+    if not digest and ":" not in name.rsplit("/", 1)[-1]:
+        name += ":latest"
+    return name + digest
+
+
+def keep_matcher(patterns):
+    """A predicate: does an image match any keep pattern (full/short id, repo:tag glob, repo digest)?"""
+    if not patterns:
+        return None
+    pats = [p.strip() for p in patterns if p and p.strip()]
+
+    def match(img):
+        hex_id = img["id"].split(":", 1)[-1]
+        names = set(img["repo_tags"]) | set(img["repo_digests"])
+        names |= {normalize_image_ref(n) for n in names}
+        for pat in pats:
+            bare = pat.split(":", 1)[1] if pat.startswith("sha256:") else pat
+            if pat == img["id"] or (len(bare) >= 12 and all(c in "0123456789abcdef" for c in bare) and hex_id.startswith(bare)):
+                return True
+            for name in names:
+                if fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(name, normalize_image_ref(pat)):
+                    return True
+        return False
+
+    return match

@@ -1,0 +1,440 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""KubeletConfiguration rules for kubenode.gc.kubelet_config: pure, text in and text out.
+
+* ``normalize_settings``/``apply_settings``: sets only what differs semantically (``2m`` == ``2m0s``,
+  ``100Mi`` == ``104857600``), replaces maps exactly, removes keys set to None (editing: _yaml_edit).
+* ``effective``: the kubelet's defaulting (_kubelet.DEFAULTS, evictionHard rules), then the file,
+  then the flags (_kubelet_flags).
+* ``validate``: the kubelet's checks with its own messages (VAL, eviction ParseThresholdConfig,
+  container log manager).
+* ``findings`` and ``plan``: everything the module reports.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import posixpath
+import re
+import struct
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet
+from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
+from ansible_collections.kubenode.gc.plugins.module_utils._findings import finding, sort_findings
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import DEFAULTS, KINDS, MAP_KINDS, PREFIX, SECOND
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import EVICTION_HARD as DEFAULT_EVICTION_HARD
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_flags import flag_value
+from ansible_collections.kubenode.gc.plugins.module_utils._quantity import QuantityError, parse_quantity
+from ansible_collections.kubenode.gc.plugins.module_utils._yaml_edit import (
+    convert,
+    delete,
+    dump,
+    json_type,
+    load,
+    new_map,
+    plain,
+    put,
+    sync_map,
+)
+
+MAPPING_OF = "KubeletConfiguration fields"
+# Not pointers in v1beta1: the kubelet defaults their zero value too ("0s" -> 2m).
+ZERO_DEFAULTED = ("imageMinimumGCAge", "evictionPressureTransitionPeriod", "containerLogMaxSize", "podLogsDir")
+SIGNALS = ("memory.available", "allocatableMemory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available",
+           "imagefs.inodesFree", "containerfs.available", "containerfs.inodesFree", "pid.available")
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+class _ParseError(ValueError):
+    """A Go parse error without context (strconv, resource.Quantity, time.Duration): reported with the map and key."""
+
+
+# ---------------------------------------------------------------------------------------------- settings
+
+
+def normalize_settings(settings):
+    """Check the types of the module's ``settings``; digit strings become ints, map values strings. Raises ConfigError."""
+    unknown = sorted(set(settings) - set(KINDS))
+    if unknown:
+        raise ConfigError("Unsupported key%s in settings: %s; the supported keys are %s." % (
+            "s" if len(unknown) > 1 else "", ", ".join(unknown), ", ".join(sorted(KINDS))))
+    return {key: None if value is None else _normalize(key, KINDS[key], value) for key, value in settings.items()}
+
+
+def _normalize(key, kind, value):
+    if kind == "int":
+        if isinstance(value, str) and value.isascii() and value.isdigit():
+            return int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError("settings.%s must be an integer (or a string of digits), got %r." % (key, value))
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        raise ConfigError("settings.%s must be a boolean, got %r." % (key, value))
+    if kind in MAP_KINDS:
+        if not isinstance(value, dict):
+            raise ConfigError("settings.%s must be a mapping of eviction signal to value, got %r." % (key, value))
+        return {str(k): _normalize("%s.%s" % (key, k), "entry", v) for k, v in value.items()}
+    if kind in ("quantity", "entry") and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str):
+        return value
+    example = {"duration": "a Go duration string such as 2m or 1h30m", "quantity": "a quantity string such as 10Mi"}.get(kind, "a string")
+    raise ConfigError("settings.%s must be %s, got %r." % (key, example, value))
+
+
+def apply_settings(data, settings):
+    """Set each normalized setting in the top-level mapping where it differs semantically; return the keys changed."""
+    changed = []
+    for key, value in settings.items():
+        current = data.get(key)
+        if value is None:
+            if key in data:
+                delete(data, key)
+                changed.append(key)
+        elif KINDS[key] in MAP_KINDS and isinstance(current, dict):
+            if sync_map(current, value, functools.partial(same, KINDS[key])):
+                changed.append(key)
+        elif key not in data or not same(KINDS[key], current, value):
+            if KINDS[key] in MAP_KINDS:
+                value = new_map(data, value)
+            put(data, key, value)
+            changed.append(key)
+    return changed
+
+
+def same(kind, current, wanted):
+    """Semantic equality of a file value and a normalized setting: durations in ns, quantities by value, percentages as numbers."""
+    if kind == "int":
+        return isinstance(current, int) and not isinstance(current, bool) and current == wanted
+    if kind == "bool":
+        return isinstance(current, bool) and current == wanted
+    if isinstance(wanted, dict):
+        return isinstance(current, dict) and set(current) == set(wanted) and all(same(kind, current[k], wanted[k]) for k in wanted)
+    if not isinstance(current, str):
+        return False
+    try:
+        if kind in ("duration", "periods"):
+            return parse_duration(current) == parse_duration(wanted)
+        if kind in ("quantity", "thresholds", "reclaims"):
+            if current.endswith("%") and wanted.endswith("%"):
+                return parse_percent(current) == parse_percent(wanted)
+            return parse_quantity(current) == parse_quantity(wanted)
+    except (DurationError, QuantityError, ValueError):
+        pass
+    return current == wanted
+
+
+# ---------------------------------------------------------------------------------------------- effective configuration
+
+
+def effective(cfg, overrides=()):
+    """What the kubelet uses: its defaults, the file mapping ``cfg``, then flags (which win, as in the kubelet).
+
+    Returns ``(values, sources, errors, flag_errors)``: typed values (durations in ns), where each came
+    from (``default``, ``file`` or ``flag``), decode errors of file values, and flags that do not parse.
+    """
+    values, sources, errors, flag_errors = {}, {}, [], []
+    for key, kind in KINDS.items():
+        value = None
+        if cfg.get(key) is not None:
+            try:
+                value = _decode(key, kind, cfg[key])
+            except ConfigError as exc:
+                errors.append(str(exc))
+        sources[key] = "file" if value is not None else "default"
+        if value is None or (key in ZERO_DEFAULTED and not value):
+            value = DEFAULTS[key]
+        values[key] = dict(value) if isinstance(value, dict) else value
+    if sources["evictionHard"] == "file" and values["mergeDefaultEvictionSettings"]:
+        values["evictionHard"].update((k, v) for k, v in DEFAULT_EVICTION_HARD.items() if k not in values["evictionHard"])
+    seen = set()
+    for flag in overrides:
+        key = flag["key"]
+        if key is None:
+            continue
+        try:
+            value = flag_value(flag["flag"], KINDS[key], flag["value"])
+        except ValueError as exc:
+            flag_errors.append(dict(flag, message="%s (in %s)" % (exc, flag["file"])))
+            continue
+        if isinstance(value, dict) and key in seen:
+            values[key].update(value)  # a repeated map flag adds to the first one, which replaced the file's map
+        else:
+            values[key] = value
+        seen.add(key)
+        sources[key] = "flag"
+    return values, sources, errors, flag_errors
+
+
+def _decode(key, kind, value):
+    """A file value as the kubelet decodes it; raises ConfigError with Go's json wording."""
+    def mismatch(go_type, field=key, val=value):
+        found = json_type(val) + (" %s" % val if json_type(val) == "number" else "")
+        return ConfigError("json: cannot unmarshal %s into Go struct field KubeletConfiguration.%s of type %s" % (found, field, go_type))
+
+    if kind in MAP_KINDS:
+        if not isinstance(value, dict):
+            raise mismatch("map[string]string")
+        for item in value.values():
+            if not isinstance(item, str):
+                raise mismatch("string", val=item)
+        return {str(k): str(v) for k, v in value.items()}
+    if kind == "int":
+        if not isinstance(value, int) or isinstance(value, bool) or not -(2**31) <= value < 2**31:
+            raise mismatch("int32")
+        return int(value)
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise mismatch("bool")
+        return bool(value)
+    if not isinstance(value, str):
+        if kind == "duration":
+            raise ConfigError("%s: json: cannot unmarshal %s into Go value of type string" % (key, json_type(value)))
+        raise mismatch("string")
+    if kind == "duration":
+        try:
+            return parse_duration(value)
+        except DurationError as exc:
+            raise ConfigError("%s: %s" % (key, exc))
+    return str(value)
+
+
+def report(values):
+    """Typed effective values as the module returns them: durations as Go strings (2m0s)."""
+    out = {}
+    for key, kind in KINDS.items():
+        value = values[key]
+        if kind == "duration":
+            value = format_duration(value)
+        elif kind == "periods":
+            value = {k: _try_format_duration(v) for k, v in value.items()}
+        out[key] = value
+    return out
+
+
+def _try_format_duration(text):
+    try:
+        return format_duration(parse_duration(text))
+    except DurationError:
+        return text
+
+
+# ---------------------------------------------------------------------------------------------- validation
+
+
+def validate(values):
+    """The kubelet's errors for effective ``values``: VAL (prefixed), then eviction thresholds, then the container log manager."""
+    errors = _kubelet.threshold_errors(values["imageGCHighThresholdPercent"], values["imageGCLowThresholdPercent"])
+    errors += _kubelet.age_errors(values["imageMinimumGCAge"], values["imageMaximumGCAge"])
+    if values["containerLogMaxWorkers"] < 1:
+        errors.append(PREFIX + "containerLogMaxWorkers must be greater than or equal to 1")
+    if values["containerLogMonitorInterval"] < 3 * SECOND:
+        errors.append(PREFIX + "containerLogMonitorInterval must be a positive time duration greater than or equal to 3s")
+    if values["containerLogMaxFiles"] < 2:
+        errors.append(PREFIX + "containerLogMaxFiles (--container-log-max-files) %d must be greater than 1" % values["containerLogMaxFiles"])
+    logs_dir = values["podLogsDir"]
+    if not logs_dir.startswith("/"):
+        errors.append(PREFIX + "pod logs path %s must be absolute path" % json.dumps(logs_dir, ensure_ascii=False))
+    if _go_clean(logs_dir) != logs_dir:
+        errors.append(PREFIX + "pod logs path %s must be normalized" % json.dumps(logs_dir, ensure_ascii=False))
+    if not logs_dir.isascii():
+        errors.append(PREFIX + "pod logs path %s mut contains ASCII characters only" % json.dumps(logs_dir, ensure_ascii=False))
+    errors += eviction_errors(values)
+    try:
+        parse_quantity(values["containerLogMaxSize"])
+    except QuantityError as exc:
+        errors.append("failed to initialize container log manager: failed to parse container log max size %s: %s"
+                      % (json.dumps(values["containerLogMaxSize"]), exc))
+    return list(dict.fromkeys(errors))
+
+
+def _go_clean(path):
+    cleaned = posixpath.normpath(path) if path else "."
+    return "/" + cleaned.lstrip("/") if cleaned.startswith("//") else cleaned
+
+
+def eviction_errors(values):
+    """eviction.ParseThresholdConfig's errors, all of them (the kubelet stops at the first), in map order."""
+    errors = []
+    soft = []
+    for key in ("evictionHard", "evictionSoft"):
+        for signal, value in values[key].items():
+            try:
+                if _threshold(signal, value) and key == "evictionSoft":
+                    soft.append(signal)
+            except _ParseError as exc:
+                errors.append("%s[%s]: %s" % (key, signal, exc))
+            except ValueError as exc:
+                errors.append(str(exc))
+    for signal, value in values["evictionSoftGracePeriod"].items():
+        if signal not in SIGNALS:
+            errors.append("unsupported eviction signal %s" % signal)
+            continue
+        try:
+            if parse_duration(value) < 0:
+                errors.append("invalid eviction grace period specified: %s, must be a positive value" % value)
+        except DurationError as exc:
+            errors.append("evictionSoftGracePeriod[%s]: %s" % (signal, exc))
+    for signal, value in values["evictionMinimumReclaim"].items():
+        try:
+            if signal not in SIGNALS:
+                errors.append("unsupported eviction signal %s" % signal)
+            elif value.endswith("%"):
+                if parse_percent(value) <= 0:
+                    errors.append("eviction percentage minimum reclaim %s must be positive: %s" % (signal, value))
+            elif parse_quantity(value).sign() < 0:
+                errors.append("negative eviction minimum reclaim specified for %s" % signal)
+        except ValueError as exc:
+            errors.append("evictionMinimumReclaim[%s]: %s" % (signal, exc))
+    grace = values["evictionSoftGracePeriod"]
+    errors += ["grace period must be specified for the soft eviction threshold %s" % s for s in soft if s not in grace]
+    return errors
+
+
+def _threshold(signal, value):
+    """True for a threshold the kubelet enforces, False for an ignored one (0%, 100%); ValueError with Go's message otherwise."""
+    if signal not in SIGNALS:
+        raise ValueError("unsupported eviction signal %s" % signal)
+    if value.endswith("%"):
+        if value in ("0%", "100%"):
+            return False
+        percentage = parse_percent(value)
+        if percentage < 0:
+            raise ValueError("eviction percentage threshold %s must be >= 0%%: %s" % (signal, value))
+        if percentage > 1:
+            raise ValueError("eviction percentage threshold %s must be <= 100%%: %s" % (signal, value))
+        return True
+    try:
+        quantity = parse_quantity(value)
+    except QuantityError as exc:
+        raise _ParseError(exc)
+    if quantity.sign() <= 0:
+        raise ValueError("eviction threshold %s must be positive: %s" % (signal, quantity))
+    return True
+
+
+def parse_percent(text):
+    """The kubelet's parsePercentage: float32(strconv.ParseFloat(TrimRight(text, "%"), 32)) / 100; ValueError with Go's message."""
+    number = text.rstrip("%")
+    if not re.match(r"[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|inf|infinity|nan)$", number, re.I):
+        raise _ParseError("strconv.ParseFloat: parsing %s: invalid syntax" % json.dumps(number))
+    value = float(number)
+    if math.isfinite(value) and abs(value) > FLOAT32_MAX:
+        raise _ParseError("strconv.ParseFloat: parsing %s: value out of range" % json.dumps(number))
+    return _float32(_float32(value) / 100)
+
+
+def _float32(value):
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+# ---------------------------------------------------------------------------------------------- findings
+
+
+def findings(values, sources, cfg, overrides, errors, flag_errors):
+    """Checks of the effective configuration, sorted by severity then code."""
+    out = [finding("error", "invalid_config", e) for e in errors]
+    out += [finding("error", "invalid_flag", f["message"]) for f in flag_errors]
+    high, min_age, max_age = values["imageGCHighThresholdPercent"], values["imageMinimumGCAge"], values["imageMaximumGCAge"]
+    if 0 < max_age <= min_age:
+        out.append(finding("error", "max_age_not_above_min", "imageMaximumGCAge %s is not above imageMinimumGCAge %s, so the kubelet refuses "
+                            "the configuration; raise imageMaximumGCAge or set it to 0s to disable age-based image GC"
+                            % (format_duration(max_age), format_duration(min_age))))
+    for key, kind in (("evictionHard", "hard"), ("evictionSoft", "soft")):
+        value = values[key].get("imagefs.available", "")
+        try:
+            percent = float(value[:-1]) if value.endswith("%") and value not in ("0%", "100%") else None
+        except ValueError:
+            percent = None
+        if percent is not None and 0 < percent < 100 and 100 > high >= 100 - percent:
+            out.append(finding("warning", "gc_high_at_or_above_eviction", "imageGCHighThresholdPercent %d is at or above %s%% disk usage, where "
+                                "the %s eviction threshold imagefs.available<%s evicts pods, so pods can be evicted for disk pressure before "
+                                "image garbage collection frees space; set imageGCHighThresholdPercent below %s" % (
+                                    high, _num(100 - percent), kind, value, _num(100 - percent))))
+    hard_source = sources["evictionHard"]
+    if hard_source == "flag" or (hard_source == "file" and not values["mergeDefaultEvictionSettings"]):
+        dropped = ["%s<%s" % (k, v) for k, v in DEFAULT_EVICTION_HARD.items() if k not in values["evictionHard"]]
+        if dropped:
+            if hard_source == "flag":
+                where, fix = "the --eviction-hard flag", "list them in the flag too"
+            else:
+                where = "evictionHard in the config file without mergeDefaultEvictionSettings"
+                fix = "list them too or set mergeDefaultEvictionSettings: true (kubelet v1.33+)"
+            out.append(finding("warning", "partial_eviction_hard", "%s replaces the kubelet's default hard eviction thresholds, so %s %s not "
+                                "monitored; %s" % (where, ", ".join(dropped), "is" if len(dropped) == 1 else "are", fix)))
+    bad_flags = [(f["flag"], f["value"], f["file"]) for f in flag_errors]
+    for flag in overrides:
+        if (flag["flag"], flag["value"], flag["file"]) in bad_flags:
+            continue
+        setting = "%s=%s in %s" % (flag["flag"], flag["value"], flag["file"])
+        if flag["deprecated"]:
+            out.append(finding("warning", "deprecated_flag", "%s is a deprecated container garbage collection flag with no config file "
+                                "equivalent (the kubelet says: use --eviction-hard or --eviction-soft instead); the kubenode.gc.container_gc "
+                                "module applies such a policy from outside the kubelet" % setting))
+        elif flag["key"]:
+            in_file = cfg.get(flag["key"])
+            what = "the config file's %s %s" % (flag["key"], json.dumps(plain(in_file))) if in_file is not None else flag["key"]
+            out.append(finding("warning", "flag_overrides_file", "%s overrides %s: the kubelet applies flags on top of the config file, "
+                                "so edits of this key in the file have no effect while the flag is set" % (setting, what)))
+    if high == 100:
+        what = "disabled" if max_age == 0 else "limited to the imageMaximumGCAge pass (no disk-usage threshold)"
+        out.append(finding("info", "image_gc_disabled", "imageGCHighThresholdPercent is 100, so the kubelet's image garbage collection is %s; "
+                            "images are still removed under disk pressure by eviction" % what))
+    return sort_findings(out, by=("code",))
+
+
+def _num(value):
+    return ("%f" % value).rstrip("0").rstrip(".")
+
+
+# ---------------------------------------------------------------------------------------------- one module run
+
+
+def plan(path, existing, settings=None, content=None, overrides=()):
+    """Everything kubelet_config reports, from text: ``existing`` (None when missing), ``settings``, ``content`` and flags.
+
+    Raises ConfigError (one sentence) when the text does not parse, settings are wrong, or, when
+    writing, the kubelet would reject the result. Read-only when both ``settings`` and ``content`` are None.
+    """
+    base = existing if content is None else content
+    if base is None:
+        raise ConfigError("The kubelet configuration file %s does not exist; give content to create it." % path)
+    doc = load(base, path if content is None else "the content given for %s" % path, mapping_of=MAPPING_OF)
+    modified = False
+    if content is not None:
+        wanted_fmt = "json" if path.endswith(".json") else "yaml"
+        if doc.fmt != wanted_fmt:
+            doc, modified = convert(doc, wanted_fmt), True
+    read_only = settings is None and content is None
+    changes = []
+    if settings:
+        before = report(effective(plain(doc.data))[0])
+        keys = apply_settings(doc.data, normalize_settings(settings))
+        modified = bool(keys) or modified
+        after_values = report(effective(plain(doc.data))[0])
+        # drift in what the kubelet would use from the file (defaults included, flags aside)
+        changes = [dict(key=k, before=before[k], after=after_values[k]) for k in keys if before[k] != after_values[k]]
+    after = dump(doc) if modified else base
+    cfg = plain(doc.data)
+    values, sources, errors, flag_errors = effective(cfg, overrides)
+    errors += validate(values)
+    if errors and not read_only:
+        flags = sorted({f["file"] for f in overrides if f["key"]})
+        raise ConfigError("Not writing %s because the kubelet would reject the result%s: %s." % (
+            path, " (with the flags in %s applied on top, as the kubelet does)" % ", ".join(flags) if flags else "", "; ".join(errors)))
+    changed = not read_only and after != existing
+    return dict(
+        changed=changed, created=changed and existing is None, format=doc.fmt, before=existing or "", after=after, config=cfg,
+        effective=report(values), flag_overrides=list(overrides), changes=changes,
+        findings=findings(values, sources, cfg, overrides, errors if read_only else [], flag_errors),
+    )

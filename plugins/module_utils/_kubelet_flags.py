@@ -1,0 +1,123 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""The kubelet's command-line flags, as they are set in environment files and systemd units.
+
+* ``parse_flag_files``: the flags we know (and --config) in kubeadm-flags.env, /etc/default/kubelet,
+  /etc/sysconfig/kubelet and systemd units or drop-ins;
+* ``flag_overrides``/``config_flag``: which flags override config file keys, and the config file;
+* ``flag_value``: one flag value parsed as pflag does, with the kubelet's wording.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import MAP_KINDS
+
+FLAG_KEYS = {
+    "--image-gc-high-threshold": "imageGCHighThresholdPercent",
+    "--image-gc-low-threshold": "imageGCLowThresholdPercent",
+    "--minimum-image-ttl-duration": "imageMinimumGCAge",
+    "--eviction-hard": "evictionHard",
+    "--eviction-soft": "evictionSoft",
+    "--eviction-soft-grace-period": "evictionSoftGracePeriod",
+    "--eviction-minimum-reclaim": "evictionMinimumReclaim",
+    "--eviction-pressure-transition-period": "evictionPressureTransitionPeriod",
+    "--eviction-max-pod-grace-period": "evictionMaxPodGracePeriod",
+    "--container-log-max-size": "containerLogMaxSize",
+    "--container-log-max-files": "containerLogMaxFiles",
+}
+DEPRECATED_FLAGS = ("--minimum-container-ttl-duration", "--maximum-dead-containers-per-container", "--maximum-dead-containers")
+CONFIG_FLAG = "--config"
+
+
+def parse_flag_files(files):
+    """The kubelet flags we know (and --config) in ``[(path, text)]``, in order: ``[{flag, value, file}]``.
+
+    Environment files (kubeadm-flags.env, /etc/default/kubelet, /etc/sysconfig/kubelet) hold
+    ``NAME="--a=b --c d"`` lines; systemd units and drop-ins hold ``Environment=`` and ``ExecStart=`` lines.
+    """
+    found = []
+    known = set(FLAG_KEYS) | set(DEPRECATED_FLAGS) | {CONFIG_FLAG}
+    for path, text in files:
+        unit = re.search(r"^[ \t]*\[[A-Za-z]+\][ \t]*$", text, re.M) is not None
+        tokens = []
+        for line in re.sub(r"\\\r?\n", " ", text).splitlines():
+            name, sep, value = line.strip().partition("=")
+            name = name.strip()
+            if not sep or name.startswith(("#", ";")):
+                continue
+            if unit and name == "ExecStart":
+                tokens += _split(value)
+            elif unit and name == "Environment":
+                tokens += [t for item in _split(value) for t in item.partition("=")[2].split()]
+            elif not unit and re.match(r"(export\s+)?[A-Za-z_][A-Za-z0-9_]*$", name):
+                tokens += [t for item in _split(value) for t in item.split()]
+        words = iter(tokens)
+        for word in words:
+            flag, sep, value = word.partition("=")
+            if flag in known:
+                value = value if sep else next(words, None)
+                if value is not None:
+                    found.append(dict(flag=flag, value=value, file=path))
+    return found
+
+
+def _split(value):
+    try:
+        return shlex.split(value)
+    except ValueError:  # unbalanced quotes: take the words as they are
+        return [word.strip("\"'") for word in value.split()]
+
+
+def flag_overrides(flags):
+    """The module's ``flag_overrides``: flags for supported keys and the deprecated container-GC flags."""
+    return [dict(f, key=FLAG_KEYS.get(f["flag"]), deprecated=f["flag"] in DEPRECATED_FLAGS) for f in flags if f["flag"] != CONFIG_FLAG]
+
+
+def config_flag(flags):
+    """The last --config path given to the kubelet, or None."""
+    paths = [f["value"] for f in flags if f["flag"] == CONFIG_FLAG]
+    return paths[-1] if paths else None
+
+
+def flag_value(flag, kind, text):
+    """Parse a flag value of ``kind`` (_kubelet.KINDS) as pflag does; raises ValueError with the kubelet's wording."""
+    try:
+        if kind == "int":
+            return _go_int32(text)
+        if kind == "duration":
+            return parse_duration(text)
+        if kind in MAP_KINDS:
+            separator = "<" if kind == "thresholds" else "="
+            result = {}
+            for pair in filter(None, (p.strip() for p in text.split(","))):
+                name, sep, value = pair.partition(separator)
+                if not sep:
+                    raise ValueError("malformed pair, expect string%sstring" % separator)
+                result[name.strip()] = value.strip()
+            return result
+        return text
+    except (ValueError, DurationError) as exc:
+        raise ValueError('invalid argument "%s" for "%s" flag: %s' % (text, flag, exc))
+
+
+def _go_int32(text):
+    """strconv.ParseInt(text, 0, 32): decimal, 0x, 0o, 0b, or a leading 0 for octal."""
+    try:
+        if text != text.strip():
+            raise ValueError(text)
+        number = int(text, 8) if re.match(r"[+-]?0[0-7_]+$", text) else int(text, 0)
+    except ValueError:
+        raise ValueError("strconv.ParseInt: parsing %s: invalid syntax" % json.dumps(text))
+    if not -(2**31) <= number < 2**31:
+        raise ValueError("strconv.ParseInt: parsing %s: value out of range" % json.dumps(text))
+    return number

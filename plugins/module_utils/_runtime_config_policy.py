@@ -1,0 +1,318 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""Storage settings of containerd and CRI-O in their TOML files: where they live, defaults, checks, findings.
+
+Pure logic on file texts, nothing of Ansible: what containerd (config versions 1-3) and CRI-O
+(storage.conf, crio.conf, drop-ins) mean by each setting. The TOML editing itself is _toml_edit's.
+Every error is a ConfigError whose text is one sentence.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
+from ansible_collections.kubenode.gc.plugins.module_utils._findings import finding
+from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import is_image_ref, normalize_image_ref
+from ansible_collections.kubenode.gc.plugins.module_utils._toml_edit import lookup, parse, set_values
+
+CONTAINERD_PATH = "/etc/containerd/config.toml"
+CRIO_PATH = "/etc/crio/crio.conf"
+STORAGE_PATH = "/etc/containers/storage.conf"
+DROPIN_DIR = "/etc/crio/crio.conf.d"
+
+CONTAINERD_KEYS = ("root", "state", "snapshotter", "sandbox_image")
+CRIO_KEYS = ("graphroot", "runroot", "imagestore", "driver", "pause_image")
+PATH_KEYS = ("root", "state", "graphroot", "runroot", "imagestore")
+DRIVERS = ("overlay", "vfs", "btrfs", "zfs", "devmapper", "aufs")
+
+# containerd config version -> setting -> (table, key)
+_CRI_V1 = ("plugins", "cri")
+_CRI_V2 = ("plugins", "io.containerd.grpc.v1.cri")
+_IMAGES_V3 = ("plugins", "io.containerd.cri.v1.images")
+CONTAINERD_LAYOUT = {
+    1: dict(root=((), "root"), state=((), "state"), snapshotter=(_CRI_V1 + ("containerd",), "snapshotter"), sandbox_image=(_CRI_V1, "sandbox_image")),
+    2: dict(root=((), "root"), state=((), "state"), snapshotter=(_CRI_V2 + ("containerd",), "snapshotter"), sandbox_image=(_CRI_V2, "sandbox_image")),
+    3: dict(root=((), "root"), state=((), "state"), snapshotter=(_IMAGES_V3, "snapshotter"), sandbox_image=(_IMAGES_V3 + ("pinned_images",), "sandbox")),
+}
+# None: the default depends on the runtime's version
+CONTAINERD_DEFAULTS = dict(root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None)
+
+# CRI-O: storage.conf [storage] keys, the [crio] keys of crio.conf and its drop-ins that override them, and pause_image
+STORAGE_TABLE = ("storage",)
+CRIO_TABLE = ("crio",)
+CRIO_IMAGE_TABLE = ("crio", "image")
+CRIO_OVERRIDES = dict(graphroot="root", runroot="runroot", imagestore="imagestore", driver="storage_driver")
+CRIO_DEFAULTS = dict(graphroot="/var/lib/containers/storage", runroot="/run/containers/storage", imagestore=None, driver=None, pause_image=None)
+
+SNAPSHOTTER = re.compile(r"^[a-z0-9_.-]+$")
+
+
+def detect_runtime(path, crio_options, exists=os.path.exists):
+    """containerd or crio, from the crio-only options given or the files present; ConfigError when unclear."""
+    if crio_options:
+        return "crio"
+    containerd = exists(path or CONTAINERD_PATH)
+    crio = [f for f in (STORAGE_PATH, CRIO_PATH) if exists(f)]
+    if containerd != bool(crio):
+        return "containerd" if containerd else "crio"
+    if containerd:
+        raise ConfigError("Both %s and %s exist, so the runtime is ambiguous; set runtime to containerd or crio." % (path or CONTAINERD_PATH, crio[0]))
+    raise ConfigError(
+        "None of %s, %s and %s exists, so the runtime cannot be detected; set runtime to containerd or crio."
+        % (path or CONTAINERD_PATH, STORAGE_PATH, CRIO_PATH)
+    )
+
+
+# -- reading ------------------------------------------------------------------
+
+
+def _blank(value):
+    return None if value in ("", None) else value
+
+
+def same(key, current, wanted):
+    """Whether a file's value already is the wanted one (paths after normpath, overlay2 = overlay)."""
+    if not isinstance(current, str):
+        return False
+    if key in PATH_KEYS:
+        return os.path.normpath(current) == os.path.normpath(wanted)
+    if key == "driver":
+        return {"overlay2": "overlay"}.get(current, current) == wanted
+    return current == wanted
+
+
+def check_settings(runtime, settings):
+    """The settings to enforce, checked and normalised; null values are left out."""
+    keys = CONTAINERD_KEYS if runtime == "containerd" else CRIO_KEYS
+    unknown = sorted(set(settings or {}) - set(keys))
+    if unknown:
+        raise ConfigError(
+            "Unknown settings key%s %s for runtime %s; the supported keys are %s."
+            % ("s" if len(unknown) > 1 else "", ", ".join(unknown), runtime, ", ".join(keys))
+        )
+    wanted = {}
+    for key in keys:
+        value = (settings or {}).get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise ConfigError("settings.%s must be a string, got %r." % (key, value))
+        if key in PATH_KEYS:
+            if not value.startswith("/"):
+                raise ConfigError("settings.%s must be an absolute path, got %r." % (key, value))
+            value = os.path.normpath(value)
+            if value == "/":
+                raise ConfigError("settings.%s must be a directory below /, not / itself." % key)
+        elif key == "snapshotter" and not SNAPSHOTTER.match(value):
+            raise ConfigError("settings.snapshotter must be a snapshotter name of lowercase letters, digits, '_', '.' and '-', got %r." % value)
+        elif key == "driver" and value not in DRIVERS:
+            raise ConfigError("settings.driver must be one of %s, got %r." % (", ".join(DRIVERS), value))
+        elif key in ("sandbox_image", "pause_image") and not is_image_ref(value):
+            raise ConfigError("settings.%s must be an image reference such as registry.k8s.io/pause:3.10, got %r." % (key, value))
+        wanted[key] = value
+    return wanted
+
+
+# -- containerd -----------------------------------------------------------------
+
+
+def containerd_version(data, path):
+    """The config version: 1, 2, 3, or None for a file without any key."""
+    if "version" not in data:
+        return 1 if data else None
+    version = data["version"]
+    if isinstance(version, bool) or version not in (1, 2, 3):
+        raise ConfigError("%s has config version %r; only versions 1, 2 and 3 are known." % (path, version))
+    return version
+
+
+def containerd_current(data, version):
+    layout = CONTAINERD_LAYOUT[version or 2]
+    current = {k: lookup(data, *layout[k]) for k in CONTAINERD_KEYS}
+    current = {k: CONTAINERD_DEFAULTS[k] if _blank(v) is None else v for k, v in current.items()}
+    current["config_version"] = version
+    return current
+
+
+def plan_containerd(text, path, settings):
+    """Plan the edit of a containerd config.toml; ``text`` is None when the file is missing and no content is given.
+
+    Returns dict(after, current, findings); ``after`` is None when nothing is to be written.
+    """
+    wanted = check_settings("containerd", settings)
+    data = parse(text or "", path).unwrap()
+    version = containerd_version(data, path)
+    layout = CONTAINERD_LAYOUT[version or 2]
+    edits = [layout[k] + (v,) for k, v in wanted.items() if not same(k, lookup(data, *layout[k]), v)]
+    after = None
+    if edits:
+        if text is None:
+            raise ConfigError("%s does not exist; set content to create it." % path)
+        if version == 1:
+            raise ConfigError("%s is a version 1 config, which this module reads but does not write; convert it with 'containerd config migrate' first." % path)
+        if version is None:
+            edits.insert(0, ((), "version", 2))
+            version = 2
+        after = set_values(text, path, edits, literal=version == 3)
+        data = parse(after, path).unwrap()
+    findings = []
+    if version == 1:
+        findings.append(
+            finding(
+                "warning",
+                "config_version_1",
+                "%s is a version 1 config (no version key), which containerd 2.x no longer reads; convert it with 'containerd config migrate'." % path,
+            )
+        )
+    return dict(after=after, current=containerd_current(data, version), findings=findings)
+
+
+# -- CRI-O ------------------------------------------------------------------------
+
+
+def plan_crio(storage, crio, dropins, settings):
+    """Plan the edits of storage.conf and crio.conf.
+
+    ``storage`` and ``crio`` are (path, text or None), ``dropins`` a list of (path, text) in the order CRI-O
+    applies them.  Returns dict(after=dict(storage=..., crio=...), current, findings); an ``after`` value is
+    None when that file is not to be written.  Drop-ins are never edited.
+    """
+    wanted = check_settings("crio", settings)
+    (spath, stext), (cpath, ctext) = storage, crio
+    sdata = parse(stext or "", spath).unwrap()
+    cdata = parse(ctext or "", cpath).unwrap()
+    ddata = [(p, parse(t, p).unwrap()) for p, t in dropins]
+    sedits, cedits = [], []
+    for key, value in wanted.items():
+        if key == "pause_image":
+            if not same(key, lookup(cdata, CRIO_IMAGE_TABLE, key), value):
+                cedits.append((CRIO_IMAGE_TABLE, key, value))
+            continue
+        if not same(key, lookup(sdata, STORAGE_TABLE, key), value):
+            sedits.append((STORAGE_TABLE, key, value))
+        explicit = lookup(cdata, CRIO_TABLE, CRIO_OVERRIDES[key])
+        if explicit is not None and not same(key, explicit, value):
+            cedits.append((CRIO_TABLE, CRIO_OVERRIDES[key], value))
+    after = {}
+    for role, (path, text, edits, option) in dict(storage=(spath, stext, sedits, "storage_content"), crio=(cpath, ctext, cedits, "content")).items():
+        after[role] = None
+        if edits:
+            if text is None:
+                raise ConfigError("%s does not exist; set %s to create it." % (path, option))
+            after[role] = set_values(text, path, edits)
+    if after["storage"] is not None:
+        sdata = parse(after["storage"], spath).unwrap()
+    if after["crio"] is not None:
+        cdata = parse(after["crio"], cpath).unwrap()
+    return dict(after=after, **crio_effective(spath, sdata, cpath, cdata, ddata, wanted))
+
+
+def crio_effective(spath, sdata, cpath, cdata, ddata, wanted):
+    """CRI-O's effective values (storage.conf, then crio.conf, then drop-ins) and the findings about them."""
+    findings = []
+    current = {}
+    layers = [(cpath, cdata)] + list(ddata)
+    for key, crio_key in CRIO_OVERRIDES.items():
+        stored = _blank(lookup(sdata, STORAGE_TABLE, key))
+        stored = CRIO_DEFAULTS[key] if stored is None else stored
+        value, source = stored, None
+        for path, data in layers:
+            if _blank(lookup(data, CRIO_TABLE, crio_key)) is not None:
+                value, source = lookup(data, CRIO_TABLE, crio_key), path
+        current[key] = value
+        if source is not None and stored is not None and not same(key, value, stored):
+            findings.append(
+                finding(
+                    "warning",
+                    "crio_%s_mismatch" % crio_key,
+                    "[crio] %s %r in %s differs from %s %r in %s: CRI-O uses %r, other containers/storage tools use %r."
+                    % (crio_key, value, source, key, stored, spath, value, stored),
+                )
+            )
+    current["pause_image"] = CRIO_DEFAULTS["pause_image"]
+    for path, data in layers:
+        if _blank(lookup(data, CRIO_IMAGE_TABLE, "pause_image")) is not None:
+            current["pause_image"] = lookup(data, CRIO_IMAGE_TABLE, "pause_image")
+    # what a drop-in can silently override: the requested values, and without a request crio.conf's own
+    targets = {}
+    for key in list(CRIO_OVERRIDES) + ["pause_image"]:
+        table, crio_key = (CRIO_IMAGE_TABLE, key) if key == "pause_image" else (CRIO_TABLE, CRIO_OVERRIDES[key])
+        if key in wanted:
+            targets[key] = (table, crio_key, wanted[key], "requested here")
+        elif _blank(lookup(cdata, table, crio_key)) is not None:
+            targets[key] = (table, crio_key, lookup(cdata, table, crio_key), "set in %s" % cpath)
+    for key, (table, crio_key, value, origin) in targets.items():
+        for path, data in ddata:
+            dropped = _blank(lookup(data, table, crio_key))
+            if dropped is not None and not same(key, dropped, value):
+                findings.append(
+                    finding(
+                        "warning",
+                        "dropin_overrides",
+                        "The drop-in %s sets [%s] %s = %r, which overrides the %s %r %s (drop-ins are not edited)."
+                        % (path, ".".join(table), crio_key, dropped, key, value, origin),
+                    )
+                )
+    return dict(current=current, findings=findings)
+
+
+# -- findings ----------------------------------------------------------------------
+
+
+def device_of(path):
+    """st_dev of ``path`` or of its nearest existing parent; None when nothing can be read."""
+    path = os.path.abspath(path)
+    while True:
+        try:
+            return os.stat(path).st_dev
+        except FileNotFoundError:
+            if os.path.dirname(path) == path:
+                return None
+            path = os.path.dirname(path)
+        except OSError:
+            return None
+
+
+def runtime_findings(runtime, current, changed, runtime_info, imagefs, device=device_of):
+    """Compare the config with what the running runtime reports (its name, sandbox image and image filesystems).
+
+    ``changed`` holds the settings this run changes; the runtime still runs with the old values until a restart.
+    """
+    later = " (a restart applies the new value)"
+    name = (runtime_info.get("name") or "").lower()
+    expected = "containerd" if runtime == "containerd" else "cri-o"
+    endpoint = runtime_info.get("endpoint")
+    if expected not in name:
+        return [finding("info", "runtime_other", "The runtime at %s is %s, not %s; the runtime checks were skipped." % (endpoint, name or "unnamed", expected))]
+    found = []
+    root_key, image_key = ("root", "sandbox_image") if runtime == "containerd" else ("graphroot", "pause_image")
+    mounts = [fs["mountpoint"] for fs in imagefs if fs.get("kind") == "image" and fs.get("mountpoint")]
+    root = current.get(root_key)
+    if mounts and root:
+        root_dev = device(root)
+        if root_dev is not None and all(device(m) != root_dev for m in mounts):
+            found.append(
+                finding(
+                    "warning",
+                    "root_not_on_imagefs",
+                    "%s %s is not on the filesystem of the image filesystem %s that the runtime at %s reports%s."
+                    % (root_key, root, ", ".join(mounts), endpoint, later if root_key in changed else ""),
+                )
+            )
+    configured, running = current.get(image_key), runtime_info.get("sandbox_image")
+    if configured and running and normalize_image_ref(configured) != normalize_image_ref(running):
+        found.append(
+            finding(
+                "warning",
+                "sandbox_image_mismatch",
+                "The config sets %s %s but the runtime at %s uses %s%s." % (image_key, configured, endpoint, running, later if image_key in changed else ""),
+            )
+        )
+    return found

@@ -1,0 +1,220 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""Comment-preserving editing of YAML and JSON documents whose top level is a mapping. No file format rules.
+
+* ``load``/``dump``: YAML round-trip with ruamel.yaml (comments, key order, quoting and indentation
+  kept) or JSON (key order, indent and trailing newline kept); ``convert`` between the two.
+* ``put``/``delete``/``sync_map``/``new_map``: change a mapping in place, keeping comments, key
+  positions and sorted order.
+* ``plain``: ruamel.yaml's round-trip types as plain Python values.
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import json
+import re
+import traceback
+
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
+
+try:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.error import CommentMark, YAMLError
+    from ruamel.yaml.scalarstring import ScalarString
+    from ruamel.yaml.tokens import CommentToken
+except ImportError:
+    HAS_RUAMEL = False
+    RUAMEL_IMPORT_ERROR = traceback.format_exc()
+else:
+    HAS_RUAMEL = True
+    RUAMEL_IMPORT_ERROR = None
+
+
+class Document:
+    """A parsed configuration file: its top-level mapping and what is needed to write it back the same way."""
+
+    def __init__(self, fmt, data, yaml=None, preamble="", indent=2, newline=True):
+        self.fmt, self.data, self.yaml, self.preamble, self.indent, self.newline = fmt, data, yaml, preamble, indent, newline
+
+
+def detect_format(text):
+    return "json" if text.lstrip("\ufeff \t\r\n").startswith("{") else "yaml"
+
+
+def new_yaml(mapping=2, sequence=2, offset=0):
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    yaml.indent(mapping=mapping, sequence=sequence, offset=offset)
+    return yaml
+
+
+def load(text, origin, fmt=None, mapping_of="fields"):
+    """Parse ``text`` (JSON when it starts with ``{``, else YAML) to a Document whose top level is a mapping.
+
+    ``origin`` names the text in errors, ``mapping_of`` what the mapping should hold. Raises ConfigError.
+    """
+    fmt = fmt or detect_format(text)
+    if fmt == "json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError("Cannot parse %s as JSON: line %d, column %d: %s." % (origin, exc.lineno, exc.colno, exc.msg))
+        match = re.search(r"\n([ \t]+)\S", text)
+        indent = match.group(1) if match else (None if data and "\n" not in text.strip() else 2)
+        doc = Document("json", data, indent=indent, newline=text.endswith("\n"))
+    else:
+        yaml = new_yaml(*guess_indent(text))
+        try:
+            data = yaml.load(text)
+        except YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+            problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
+            where = "line %d, column %d: " % (mark.line + 1, mark.column + 1) if mark else ""
+            raise ConfigError("Cannot parse %s as YAML: %s%s." % (origin, where, problem.rstrip(".")))
+        match = re.match(r"(?:[ \t]*(?:#[^\n]*)?\n|%[^\n]*\n)*---[ \t]*(?:#[^\n]*)?\n", text)
+        doc = Document("yaml", data, yaml=yaml, preamble=match.group(0) if match else "")
+    if not isinstance(doc.data, dict):
+        what = "empty" if doc.data is None else {"array": "a list", "number": "a number", "bool": "a boolean"}.get(json_type(doc.data), "a string")
+        raise ConfigError("The top level of %s is %s, not a mapping of %s." % (origin, what, mapping_of))
+    return doc
+
+
+def guess_indent(text):
+    """(mapping, sequence, offset) indentation of block-style YAML, as ruamel.yaml's indent() takes it; kubeadm writes 2, 2, 0."""
+    mapping = sequence = offset = None
+    parent = None  # indentation of the previous line when it opened a block ("key:")
+    for line in text.splitlines():
+        body = line.lstrip(" ")
+        if not body or body.startswith("#"):
+            continue
+        lead = len(line) - len(body)
+        if parent is not None and lead >= parent:
+            if body == "-" or body.startswith("- "):
+                if sequence is None:
+                    offset = lead - parent
+                    sequence = offset + len(body) - len(body[1:].lstrip(" "))
+            elif mapping is None and lead > parent:
+                mapping = lead - parent
+        parent = lead if re.match(r"[^\s#-].*?:[ \t]*(#.*)?$", body) else None
+    return mapping or 2, sequence or 2, offset or 0
+
+
+def dump(doc):
+    if doc.fmt == "json":
+        text = json.dumps(doc.data, indent=doc.indent, ensure_ascii=False)
+        return text + "\n" if doc.newline else text
+    out = io.StringIO()
+    doc.yaml.dump(doc.data, out)
+    return doc.preamble + out.getvalue()
+
+
+def convert(doc, fmt):
+    """The document in the other format (for content whose format differs from the path's extension)."""
+    data = plain(doc.data)
+    if fmt == "json":
+        return Document("json", data)
+    out = io.StringIO()
+    new_yaml().dump(data, out)
+    return load(out.getvalue(), "converted content", "yaml")
+
+
+def plain(value):
+    """ruamel.yaml's round-trip types as plain Python values."""
+    if isinstance(value, dict):
+        return {(k if isinstance(k, str) else str(k)): plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value if value is None else str(value)
+
+
+def json_type(value):
+    """The JSON type name of a Python value, as Go's encoding/json names it in errors."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    for kind, name in ((str, "string"), (list, "array"), (dict, "object")):
+        if isinstance(value, kind):
+            return name
+    return "value"
+
+
+def sync_map(current, wanted, equal):
+    """Make the mapping ``current`` hold exactly ``wanted`` in place (``equal(old, new)`` values are left alone); True when changed."""
+    if not current and hasattr(current, "fa"):
+        current.fa.set_block_style()  # an empty "{}" that gets entries
+    changed = False
+    for key in [k for k in current if k not in wanted]:
+        delete(current, key)
+        changed = True
+    for key, value in wanted.items():
+        if key not in current or not equal(current[key], value):
+            put(current, key, value)
+            changed = True
+    return changed
+
+
+def new_map(parent, items):
+    """A mapping for ``items`` of the same kind as ``parent`` (ruamel's CommentedMap keeps its comments)."""
+    if HAS_RUAMEL and isinstance(parent, CommentedMap):
+        return CommentedMap(items)
+    return dict(items)
+
+
+def put(mapping, key, value):
+    """Replace in place (keeping position, comment and quoting style), or insert in sorted position when the keys are sorted."""
+    if key in mapping:
+        old = mapping[key]
+        mapping[key] = type(old)(value) if HAS_RUAMEL and isinstance(old, ScalarString) and isinstance(value, str) else value
+        return
+    keys = list(mapping)
+    if len(keys) < 2 or not all(isinstance(k, str) for k in keys) or keys != sorted(keys):
+        mapping[key] = value
+    elif hasattr(mapping, "insert"):
+        mapping.insert(bisect.bisect(keys, key), key, value)
+    else:
+        items = list(mapping.items())
+        items.insert(bisect.bisect(keys, key), (key, value))
+        mapping.clear()
+        mapping.update(items)
+
+
+def delete(mapping, key):
+    """Delete a key; the full-line comments stored with it (they belong to the next key) stay where they were."""
+    keys = list(mapping)
+    slot = mapping.ca.items.get(key) if hasattr(mapping, "ca") else None
+    del mapping[key]
+    token = slot[2] if slot and len(slot) > 2 else None
+    rest = token.value.partition("\n")[2] if token is not None else ""
+    if not rest.strip():
+        return
+    position = keys.index(key)
+    if position:  # after the previous key's own comment, when its value is a scalar
+        if isinstance(mapping[keys[position - 1]], (dict, list)):
+            return
+        previous = mapping.ca.items.setdefault(keys[position - 1], [None, None, None, None])
+        if previous[2] is None:
+            token.value = "\n" + rest
+            previous[2] = token
+        else:
+            previous[2].value += rest
+        return
+    lines = rest.splitlines()  # before the (new) first key: the mapping's start comment, shared with the parent's slot
+    indent = min(len(line) - len(line.lstrip()) for line in lines if line.strip())
+    tokens = [CommentToken(line.strip() + "\n" if line.strip() else "\n", CommentMark(indent)) for line in lines]
+    if mapping.ca.comment and mapping.ca.comment[1] is not None:
+        mapping.ca.comment[1].extend(tokens)
+    else:
+        mapping.ca.comment = [None, tokens]
