@@ -38,6 +38,46 @@ def audit_nodes(value):
     return nodes
 
 
+# A cleanup history record's keys -> (the module result they come from, its key). The record names are fixed
+# (history files on the nodes); this table is the one place that maps them, both ways.
+CLEANUP_RECORD_KEYS = (
+    ("containers", "container_gc", "removed_containers"),
+    ("sandboxes", "container_gc", "removed_sandboxes"),
+    ("log_paths", "container_gc", "removed_log_paths"),
+    ("images", "image_gc", "removed"),
+    ("usage_after", "image_gc", "usage_after"),
+    ("bytes_to_free", "image_gc", "bytes_to_free"),
+    ("bytes_freed_estimated", "image_gc", "bytes_freed_estimated"),
+    ("bytes_freed_measured", "image_gc", "bytes_freed_measured"),
+    ("target_reached", "image_gc", "target_reached"),
+)
+LIST_KEYS = ("containers", "sandboxes", "log_paths", "images")
+
+
+def cleanup_record(image_gc, container_gc=None, **fields):
+    """A node's cleanup history record: ``fields`` plus what the image_gc and container_gc results say (errors of both)."""
+    results = {"image_gc": image_gc, "container_gc": container_gc}
+    for name, result in results.items():
+        if result is not None and not isinstance(result, dict):
+            raise AnsibleFilterError("cleanup_record expects the registered %s result as a dict, got %s." % (name, type(result).__name__))
+        results[name] = result if result is not None and not result.get("skipped") else {}
+    record = dict(fields)
+    for key, module, result_key in CLEANUP_RECORD_KEYS:
+        value = results[module].get(result_key)
+        record[key] = (value or []) if key in LIST_KEYS else value
+    record["errors"] = list(results["container_gc"].get("errors") or []) + list(results["image_gc"].get("errors") or [])
+    return record
+
+
+def _results_of(record):
+    """The image_gc and container_gc results a cleanup record was made from (CLEANUP_RECORD_KEYS backwards)."""
+    results = {"image_gc": {"usage_before": record.get("usage_before"), "errors": record.get("errors")}, "container_gc": {}}
+    for key, module, result_key in CLEANUP_RECORD_KEYS:
+        value = record.get(key)
+        results[module][result_key] = (value or []) if key in LIST_KEYS else value
+    return results
+
+
 def _row(record, host):
     if record is None:
         return {"host": host, "status": "failed", "message": "The cleanup stopped on this host before it finished.", "errors": 0}
@@ -52,12 +92,9 @@ def _row(record, host):
             "errors": 0,
         }
     row = new_row(host, bool(record.get("check_mode")))
-    apply_result(row, "container", {"removed_containers": record.get("containers") or [], "removed_sandboxes": record.get("sandboxes") or [],
-                                    "removed_log_paths": record.get("log_paths") or []})
-    image_keys = ("usage_before", "usage_after", "bytes_freed_measured", "bytes_freed_estimated", "target_reached", "errors")
-    image_result = {key: record.get(key) for key in image_keys}
-    image_result["removed"] = record.get("images") or []
-    apply_result(row, "image", image_result)
+    results = _results_of(record)
+    apply_result(row, "container", results["container_gc"])
+    apply_result(row, "image", results["image_gc"])
     return row
 
 
@@ -72,4 +109,4 @@ def cleanup_summary(value):
 
 class FilterModule:
     def filters(self):
-        return {"audit_nodes": audit_nodes, "cleanup_summary": cleanup_summary}
+        return {"audit_nodes": audit_nodes, "cleanup_record": cleanup_record, "cleanup_summary": cleanup_summary}

@@ -348,8 +348,8 @@ def findings(values, sources, cfg, overrides, errors, flag_errors):
     high, min_age, max_age = values["imageGCHighThresholdPercent"], values["imageMinimumGCAge"], values["imageMaximumGCAge"]
     if 0 < max_age <= min_age:
         out.append(finding("error", "max_age_not_above_min", "imageMaximumGCAge %s is not above imageMinimumGCAge %s, so the kubelet refuses "
-                            "the configuration; raise imageMaximumGCAge or set it to 0s to disable age-based image GC"
-                            % (format_duration(max_age), format_duration(min_age))))
+                           "the configuration; raise imageMaximumGCAge or set it to 0s to disable age-based image GC"
+                           % (format_duration(max_age), format_duration(min_age))))
     for key, kind in (("evictionHard", "hard"), ("evictionSoft", "soft")):
         value = values[key].get("imagefs.available", "")
         try:
@@ -358,9 +358,9 @@ def findings(values, sources, cfg, overrides, errors, flag_errors):
             percent = None
         if percent is not None and 0 < percent < 100 and 100 > high >= 100 - percent:
             out.append(finding("warning", "gc_high_at_or_above_eviction", "imageGCHighThresholdPercent %d is at or above %s%% disk usage, where "
-                                "the %s eviction threshold imagefs.available<%s evicts pods, so pods can be evicted for disk pressure before "
-                                "image garbage collection frees space; set imageGCHighThresholdPercent below %s" % (
-                                    high, _num(100 - percent), kind, value, _num(100 - percent))))
+                               "the %s eviction threshold imagefs.available<%s evicts pods, so pods can be evicted for disk pressure before "
+                               "image garbage collection frees space; set imageGCHighThresholdPercent below %s" % (
+                                   high, _num(100 - percent), kind, value, _num(100 - percent))))
     hard_source = sources["evictionHard"]
     if hard_source == "flag" or (hard_source == "file" and not values["mergeDefaultEvictionSettings"]):
         dropped = ["%s<%s" % (k, v) for k, v in DEFAULT_EVICTION_HARD.items() if k not in values["evictionHard"]]
@@ -371,7 +371,7 @@ def findings(values, sources, cfg, overrides, errors, flag_errors):
                 where = "evictionHard in the config file without mergeDefaultEvictionSettings"
                 fix = "list them too or set mergeDefaultEvictionSettings: true (kubelet v1.33+)"
             out.append(finding("warning", "partial_eviction_hard", "%s replaces the kubelet's default hard eviction thresholds, so %s %s not "
-                                "monitored; %s" % (where, ", ".join(dropped), "is" if len(dropped) == 1 else "are", fix)))
+                               "monitored; %s" % (where, ", ".join(dropped), "is" if len(dropped) == 1 else "are", fix)))
     bad_flags = [(f["flag"], f["value"], f["file"]) for f in flag_errors]
     for flag in overrides:
         if (flag["flag"], flag["value"], flag["file"]) in bad_flags:
@@ -379,17 +379,17 @@ def findings(values, sources, cfg, overrides, errors, flag_errors):
         setting = "%s=%s in %s" % (flag["flag"], flag["value"], flag["file"])
         if flag["deprecated"]:
             out.append(finding("warning", "deprecated_flag", "%s is a deprecated container garbage collection flag with no config file "
-                                "equivalent (the kubelet says: use --eviction-hard or --eviction-soft instead); the kubenode.gc.container_gc "
-                                "module applies such a policy from outside the kubelet" % setting))
+                               "equivalent (the kubelet says: use --eviction-hard or --eviction-soft instead); the kubenode.gc.container_gc "
+                               "module applies such a policy from outside the kubelet" % setting))
         elif flag["key"]:
             in_file = cfg.get(flag["key"])
             what = "the config file's %s %s" % (flag["key"], json.dumps(plain(in_file))) if in_file is not None else flag["key"]
             out.append(finding("warning", "flag_overrides_file", "%s overrides %s: the kubelet applies flags on top of the config file, "
-                                "so edits of this key in the file have no effect while the flag is set" % (setting, what)))
+                               "so edits of this key in the file have no effect while the flag is set" % (setting, what)))
     if high == 100:
         what = "disabled" if max_age == 0 else "limited to the imageMaximumGCAge pass (no disk-usage threshold)"
         out.append(finding("info", "image_gc_disabled", "imageGCHighThresholdPercent is 100, so the kubelet's image garbage collection is %s; "
-                            "images are still removed under disk pressure by eviction" % what))
+                           "images are still removed under disk pressure by eviction" % what))
     return sort_findings(out, by=("code",))
 
 

@@ -54,14 +54,35 @@ CRIO_DEFAULTS = dict(graphroot="/var/lib/containers/storage", runroot="/run/cont
 SNAPSHOTTER = re.compile(r"^[a-z0-9_.-]+$")
 
 
-def detect_runtime(path, crio_options, exists=os.path.exists):
-    """containerd or crio, from the crio-only options given or the files present; ConfigError when unclear."""
+RUNTIME_NAMES = dict(containerd="containerd", crio="cri-o")  # runtime -> the name its CRI Version reports
+
+
+def runtime_of_name(name):
+    """containerd or crio from the name a runtime reports over CRI (cri-o is crio, anything else containerd); None when unknown."""
+    if not name:
+        return None
+    return "crio" if RUNTIME_NAMES["crio"] in name.lower() else "containerd"
+
+
+def detect_runtime(path, crio_options, exists=os.path.exists, runtime_name=None, strict=True):
+    """containerd or crio: the one runtime detection of kubenode.gc.
+
+    In order: the name the running runtime reports over CRI (``runtime_name``), options only cri-o has
+    (``crio_options``), then the config files present (``exists``): containerd's (``path`` or its default)
+    against cri-o's (storage.conf, crio.conf). When both or none exist, ``strict`` raises ConfigError;
+    otherwise both give containerd and none gives None.
+    """
+    named = runtime_of_name(runtime_name)
+    if named:
+        return named
     if crio_options:
         return "crio"
     containerd = exists(path or CONTAINERD_PATH)
     crio = [f for f in (STORAGE_PATH, CRIO_PATH) if exists(f)]
     if containerd != bool(crio):
         return "containerd" if containerd else "crio"
+    if not strict:
+        return "containerd" if containerd else None
     if containerd:
         raise ConfigError("Both %s and %s exist, so the runtime is ambiguous; set runtime to containerd or crio." % (path or CONTAINERD_PATH, crio[0]))
     raise ConfigError(
@@ -287,7 +308,7 @@ def runtime_findings(runtime, current, changed, runtime_info, imagefs, device=de
     """
     later = " (a restart applies the new value)"
     name = (runtime_info.get("name") or "").lower()
-    expected = "containerd" if runtime == "containerd" else "cri-o"
+    expected = RUNTIME_NAMES[runtime]
     endpoint = runtime_info.get("endpoint")
     if expected not in name:
         return [finding("info", "runtime_other", "The runtime at %s is %s, not %s; the runtime checks were skipped." % (endpoint, name or "unnamed", expected))]

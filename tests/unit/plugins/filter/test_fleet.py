@@ -6,7 +6,7 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubenode.gc.plugins.filter.fleet import audit_nodes, cleanup_summary
+from ansible_collections.kubenode.gc.plugins.filter.fleet import audit_nodes, cleanup_record, cleanup_summary
 
 MIB = 1 << 20
 
@@ -76,3 +76,20 @@ def test_audit_nodes_derives_drift_from_the_check_mode_results():
     ]
     failed = dict(record, kubelet_config_drift={"failed": True, "msg": "x"}, runtime_config_drift={"skipped": True})
     assert audit_nodes([[failed, "n"]])[0]["drift"] == []
+
+
+def test_cleanup_record_maps_the_module_results_and_cleanup_summary_reads_them_back():
+    images = {"removed": [{"id": "a", "size": 3}], "usage_after": 70, "bytes_to_free": 5, "bytes_freed_estimated": 3, "bytes_freed_measured": 4,
+              "target_reached": True, "errors": [{"id": "b", "msg": "x"}]}
+    containers = {"removed_containers": [{}, {}], "removed_sandboxes": [{}], "removed_log_paths": ["/l"], "errors": []}
+    record = cleanup_record(images, containers, host="n1", status="cleaned", check_mode=False, usage_before=90)
+    assert record == {"host": "n1", "status": "cleaned", "check_mode": False, "usage_before": 90, "containers": [{}, {}], "sandboxes": [{}],
+                      "log_paths": ["/l"], "images": [{"id": "a", "size": 3}], "usage_after": 70, "bytes_to_free": 5, "bytes_freed_estimated": 3,
+                      "bytes_freed_measured": 4, "target_reached": True, "errors": [{"id": "b", "msg": "x"}]}
+    (row,) = [line for line in cleanup_summary([[record, "n1"]]) if line.startswith("n1")]
+    assert row.split()[1:5] == ["2", "1", "1", "1"] and "90% → 70%" in row
+
+
+def test_cleanup_record_without_container_gc():
+    record = cleanup_record({"removed": [], "errors": []}, {"skipped": True, "changed": False})
+    assert record["containers"] == record["sandboxes"] == record["log_paths"] == [] and record["errors"] == []

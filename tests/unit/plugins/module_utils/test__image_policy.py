@@ -66,7 +66,7 @@ def free_space(images, records, in_use, bytes_wanted, free_time, min_age=0):
     unique = policy.dedupe(images)
     records = policy.detect(records, unique, in_use, free_time, free_time)
     result = plan(flag_in_use(unique, in_use), records, "threshold", free_time, capacity, capacity - bytes_wanted,
-                         high=1, low=0, min_age=min_age, max_age=0)
+                  high=1, low=0, min_age=min_age, max_age=0)
     assert result.threshold_hit
     assert result.bytes_to_free == bytes_wanted
     assert result.age == []
@@ -86,7 +86,7 @@ def garbage_collect(images, in_use, capacity, available, high=90, low=80, min_ag
     unique = policy.dedupe(images)
     records = policy.detect(records or {}, unique, in_use, free_time, free_time)
     return plan(flag_in_use(unique, in_use), records, "threshold", free_time, capacity, available, high, low, min_age, max_age,
-                       tracking_since=tracking_since, **kwargs)
+                tracking_since=tracking_since, **kwargs)
 
 
 # --- §4.1 detectImages ---------------------------------------------------------------------------------------------
@@ -550,7 +550,7 @@ def test_kept_reasons_add_up(mode, available, max_age, max_removals):
     images, records, common = _mixed()
     capacity = None if mode == "prune" else 1000
     result = plan(images, records, mode, capacity=capacity, available=available, high=90, low=80, max_age=max_age,
-                         tracking_since=T - 2 * HOUR, max_removals=max_removals, **common)
+                  tracking_since=T - 2 * HOUR, max_removals=max_removals, **common)
     assert set(result.kept) == set(policy.KEPT_REASONS)
     assert sum(result.kept.values()) == left(images, result)
     assert len(set(ids(result.removals))) == len(result.removals)

@@ -191,7 +191,7 @@ def test_eviction_hard_defaulting():
 
 def test_flags_apply_after_defaulting():
     flags = kflags.flag_overrides([dict(flag="--minimum-image-ttl-duration", value="0s", file="f"),
-                               dict(flag="--image-gc-high-threshold", value="90", file="f")])
+                                   dict(flag="--image-gc-high-threshold", value="90", file="f")])
     eff, sources, _errors, _flag_errors = kc.effective({"imageGCHighThresholdPercent": 70}, flags)
     assert (eff["imageMinimumGCAge"], eff["imageGCHighThresholdPercent"]) == (0, 90)
     assert sources["imageGCHighThresholdPercent"] == "flag"
@@ -199,7 +199,7 @@ def test_flags_apply_after_defaulting():
 
 def test_map_flags_replace_the_file_map_and_repeats_add():
     flags = kflags.flag_overrides([dict(flag="--eviction-hard", value="memory.available<1Gi", file="a"),
-                               dict(flag="--eviction-hard", value="nodefs.available<5%, imagefs.available<7%", file="b")])
+                                   dict(flag="--eviction-hard", value="nodefs.available<5%, imagefs.available<7%", file="b")])
     cfg = {"evictionHard": {"pid.available": "10"}, "mergeDefaultEvictionSettings": True}
     assert kc.effective(cfg, flags)[0]["evictionHard"] == {"memory.available": "1Gi", "nodefs.available": "5%", "imagefs.available": "7%"}
 
@@ -251,7 +251,7 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
 
 def test_flag_files():
     flags = kflags.parse_flag_files([("/var/lib/kubelet/kubeadm-flags.env", KUBEADM_FLAGS), ("/etc/default/kubelet", DEFAULT_KUBELET),
-                                 ("/etc/systemd/system/kubelet.service.d/10-kubeadm.conf", DROP_IN)])
+                                     ("/etc/systemd/system/kubelet.service.d/10-kubeadm.conf", DROP_IN)])
     assert [(f["flag"], f["value"]) for f in flags] == [
         ("--image-gc-high-threshold", "90"),
         ("--eviction-hard", "memory.available<500Mi,nodefs.available<5%"),
@@ -307,8 +307,8 @@ evictionSoftGracePeriod:
   imagefs.available: 1m
 """
     flags = kflags.flag_overrides([dict(flag="--maximum-dead-containers", value="10", file="/f"),
-                               dict(flag="--image-gc-high-threshold", value="95", file="/f"),
-                               dict(flag="--container-log-max-files", value="x", file="/f")])
+                                   dict(flag="--image-gc-high-threshold", value="95", file="/f"),
+                                   dict(flag="--container-log-max-files", value="x", file="/f")])
     result = kc.plan(PATH, text, overrides=flags)
     assert codes(result) == ["invalid_config", "invalid_flag", "max_age_not_above_min", "deprecated_flag", "flag_overrides_file",
                              "gc_high_at_or_above_eviction", "gc_high_at_or_above_eviction", "partial_eviction_hard"]

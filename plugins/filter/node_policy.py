@@ -1,0 +1,108 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""The decisions the fleet playbooks and roles take per node, in code: the playbooks only orchestrate.
+
+The documentation of each filter is in the YAML file named after it next to this file. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet
+from ansible_collections.kubenode.gc.plugins.module_utils._durations import format_duration
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
+from ansible_collections.kubenode.gc.plugins.module_utils._findings import at_or_above
+from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config_policy import detect_runtime
+from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import image_filesystem as _image_filesystem
+
+# image_gc option -> (KubeletConfiguration key, the kubelet's default)
+IMAGE_GC_KEYS = (
+    ("high_threshold_percent", "imageGCHighThresholdPercent", _kubelet.IMAGE_GC_HIGH_THRESHOLD_PERCENT),
+    ("low_threshold_percent", "imageGCLowThresholdPercent", _kubelet.IMAGE_GC_LOW_THRESHOLD_PERCENT),
+    ("min_age", "imageMinimumGCAge", format_duration(_kubelet.IMAGE_MINIMUM_GC_AGE)),
+    ("max_age", "imageMaximumGCAge", format_duration(_kubelet.IMAGE_MAXIMUM_GC_AGE)),
+)
+NO_AGE = "0s"
+
+
+def image_gc_policy(layers, ledger=True):
+    """image_gc's thresholds and ages for a node: per option, the first layer that sets it, else the kubelet's default.
+
+    ``layers`` are mappings with KubeletConfiguration keys, most specific first (null values and
+    missing layers are skipped). Without a ``ledger`` (no sighting history) min_age is 0s: every
+    image would count as first seen now, so the minimum age would hide everything.
+    """
+    if isinstance(layers, Mapping):
+        layers = [layers]
+    if not isinstance(layers, (list, tuple)):
+        raise AnsibleFilterError("image_gc_policy expects a list of mappings, got %s." % type(layers).__name__)
+    layers = [layer for layer in layers if isinstance(layer, Mapping)]
+    out = {}
+    for option, key, default in IMAGE_GC_KEYS:
+        value = next((layer[key] for layer in layers if layer.get(key) not in (None, "")), default)
+        if option.endswith("_percent"):
+            try:
+                value = int(value)
+            except (TypeError, ValueError):
+                raise AnsibleFilterError("image_gc_policy: %s must be an integer, got %r." % (key, value)) from None
+        out[option] = value
+    if not ledger:
+        out["min_age"] = NO_AGE
+    return out
+
+
+def runtime_kind(value=None, existing=None, default=None):
+    """containerd or crio for a node: from what its runtime reports (a cri_info result or a runtime name),
+    else from the config files that exist there (``existing``); ``default`` when neither says."""
+    name = value
+    if isinstance(value, Mapping):
+        runtime = value.get("runtime")
+        name = runtime.get("name") if isinstance(runtime, Mapping) else None
+    if name is not None and not isinstance(name, str):
+        raise AnsibleFilterError("runtime_kind expects a cri_info result or a runtime name, got %s." % type(value).__name__)
+    present = set(existing or [])
+    return detect_runtime(None, (), present.__contains__, runtime_name=name, strict=False) or default
+
+
+def image_filesystem(value):
+    """The image filesystem of a cri_info result (or of its imagefs list): the one the runtime reports as such, else the first."""
+    filesystems = value.get("imagefs") if isinstance(value, Mapping) else value
+    if not isinstance(filesystems, list):
+        raise AnsibleFilterError("image_filesystem expects a cri_info result gathered with imagefs, or its imagefs list.")
+    filesystems = [fs for fs in filesystems if isinstance(fs, Mapping)]
+    chosen = _image_filesystem(filesystems) or (filesystems[0] if filesystems else None)
+    if chosen is None:
+        raise AnsibleFilterError("image_filesystem: the runtime reports no image filesystem.")
+    return dict(chosen)
+
+
+def findings_at_or_above(findings, fail_on="error"):
+    """The findings whose severity fails under ``fail_on`` (error, warning or never), in their order."""
+    if findings is None:
+        return []
+    if not isinstance(findings, list):
+        raise AnsibleFilterError("findings_at_or_above expects a list of findings, got %s." % type(findings).__name__)
+    try:
+        return at_or_above(findings, fail_on)
+    except KubenodeGcError as exc:
+        raise AnsibleFilterError("findings_at_or_above: %s" % exc) from None
+
+
+class FilterModule:
+    """kubenode.gc per-node decisions."""
+
+    def filters(self):
+        return {
+            "image_gc_policy": image_gc_policy,
+            "runtime_kind": runtime_kind,
+            "image_filesystem": image_filesystem,
+            "findings_at_or_above": findings_at_or_above,
+        }

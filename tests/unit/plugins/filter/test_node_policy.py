@@ -1,0 +1,84 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The per-node decisions the playbooks and roles take through filters: image GC policy, runtime, imagefs, severity gate."""
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.kubenode.gc.plugins.filter.node_policy import findings_at_or_above, image_filesystem, image_gc_policy, runtime_kind
+
+KUBELET_EFFECTIVE = {"imageGCHighThresholdPercent": 70, "imageGCLowThresholdPercent": 60, "imageMinimumGCAge": "5m0s", "imageMaximumGCAge": "0s"}
+
+
+def test_image_gc_policy_takes_the_first_layer_that_sets_each_key():
+    role = {"imageGCHighThresholdPercent": "90", "imageGCLowThresholdPercent": None, "imageMinimumGCAge": "1m", "imageMaximumGCAge": None}
+    assert image_gc_policy([KUBELET_EFFECTIVE, role]) == dict(high_threshold_percent=70, low_threshold_percent=60, min_age="5m0s", max_age="0s")
+    assert image_gc_policy([{}, role]) == dict(high_threshold_percent=90, low_threshold_percent=80, min_age="1m", max_age="0s")
+
+
+def test_image_gc_policy_falls_back_to_the_kubelet_defaults():
+    assert image_gc_policy([]) == dict(high_threshold_percent=85, low_threshold_percent=80, min_age="2m0s", max_age="0s")
+    assert image_gc_policy([None, {"imageGCHighThresholdPercent": ""}]) == image_gc_policy([])
+
+
+def test_image_gc_policy_without_a_ledger_applies_no_minimum_age():
+    assert image_gc_policy([KUBELET_EFFECTIVE], ledger=False)["min_age"] == "0s"
+    assert image_gc_policy([KUBELET_EFFECTIVE], ledger=True)["min_age"] == "5m0s"
+
+
+def test_image_gc_policy_rejects_bad_input():
+    with pytest.raises(AnsibleFilterError, match="expects a list of mappings"):
+        image_gc_policy("85")
+    with pytest.raises(AnsibleFilterError, match="imageGCHighThresholdPercent must be an integer, got 'high'"):
+        image_gc_policy([{"imageGCHighThresholdPercent": "high"}])
+
+
+@pytest.mark.parametrize(
+    "value, existing, expected",
+    [
+        ({"runtime": {"name": "cri-o"}}, [], "crio"),
+        ({"runtime": {"name": "containerd"}}, ["/etc/crio/crio.conf"], "containerd"),  # the running runtime wins over files
+        ("cri-o", [], "crio"),
+        (None, ["/etc/containerd/config.toml"], "containerd"),
+        (None, ["/etc/crio/crio.conf"], "crio"),
+        (None, ["/etc/containers/storage.conf"], "crio"),
+        (None, ["/etc/containerd/config.toml", "/etc/crio/crio.conf"], "containerd"),  # both: containerd, as configure always chose
+        (None, [], "fallback"),
+        ({"failed": True, "msg": "down"}, [], "fallback"),  # cri_info failed: nothing says
+    ],
+)
+def test_runtime_kind(value, existing, expected):
+    assert runtime_kind(value, existing=existing, default="fallback") == expected
+
+
+def test_runtime_kind_without_default_gives_none():
+    assert runtime_kind(None) is None
+    with pytest.raises(AnsibleFilterError):
+        runtime_kind(42)
+
+
+def test_image_filesystem_is_the_one_reported_as_image_filesystem():
+    container = {"kind": "container", "mountpoint": "/var/lib/containers", "usage_percent": 10}
+    image = {"kind": "image", "mountpoint": "/var/lib/images", "usage_percent": 40}
+    assert image_filesystem({"imagefs": [container, image]}) == image
+    assert image_filesystem([container]) == container  # a runtime that reports only one kind
+    with pytest.raises(AnsibleFilterError, match="reports no image filesystem"):
+        image_filesystem({"imagefs": []})
+    with pytest.raises(AnsibleFilterError, match="gathered with imagefs"):
+        image_filesystem({"runtime": {}})
+
+
+FINDINGS = [dict(severity="info", code="a", message="i"), dict(severity="warning", code="b", message="w"),
+            dict(severity="error", code="c", message="e")]
+
+
+@pytest.mark.parametrize("fail_on, codes", [("error", ["c"]), ("warning", ["b", "c"]), ("never", [])])
+def test_findings_at_or_above(fail_on, codes):
+    assert [f["code"] for f in findings_at_or_above(FINDINGS, fail_on)] == codes
+
+
+def test_findings_at_or_above_rejects_an_unknown_level():
+    assert findings_at_or_above(None, "error") == []
+    with pytest.raises(AnsibleFilterError, match="fail_on must be one of error, warning, never, got 'info'"):
+        findings_at_or_above(FINDINGS, "info")
