@@ -22,7 +22,7 @@ from .cri import DevCriClient
 from .images import ImageSpec, build_archive
 
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
-from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import normalize_image_ref
+from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import normalize_image_ref
 
 SANDBOX_IMAGE = "registry.k8s.io/pause:3.9-kubenode"
 SNAPSHOTTER = "overlayfs"

@@ -31,6 +31,16 @@ CRI_COMMON_ARGS = dict(
     cri_timeout=dict(type="float", default=30.0),
 )
 
+# The options of the config modules (kubelet_config, runtime_config) that mean the same in both.
+CONFIG_FILE_ARGS = dict(
+    path=dict(type="path"),
+    settings=dict(type="dict"),
+    content=dict(type="str"),
+    backup=dict(type="bool", default=False),
+    mode=dict(type="raw", default="0644"),
+    validate=dict(type="str"),
+)
+
 INSTALL_HINT = (
     " Install them on the managed node, for example with the kubenode.gc.node_prereqs role, "
     "'apt-get install python3-grpcio python3-protobuf', 'dnf install python3-grpcio python3-protobuf' "

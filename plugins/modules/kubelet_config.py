@@ -325,7 +325,7 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import config_files, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CONFIG_FILE_ARGS, config_files, execute
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_config import options, run
 
 DEFAULT_FLAG_FILES = [
@@ -337,12 +337,7 @@ DEFAULT_FLAG_FILES = [
     "/lib/systemd/system/kubelet.service.d/*.conf",
 ]
 ARGUMENT_SPEC = dict(
-    path=dict(type="path"),
-    settings=dict(type="dict"),
-    content=dict(type="str"),
-    backup=dict(type="bool", default=False),
-    mode=dict(type="raw", default="0644"),
-    validate=dict(type="str"),
+    CONFIG_FILE_ARGS,
     flag_files=dict(type="list", elements="path", default=DEFAULT_FLAG_FILES),
 )
 
