@@ -25,15 +25,11 @@ from ansible_collections.kubenode.gc.plugins.module_utils import _container_poli
 from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
-from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import read_containers, read_node
 
 KEPT_KEYS = ("running", "too_young", "within_limits", "sandbox_ready", "sandbox_in_use", "sandbox_newest")
 RESULT_KEYS = ("removed_containers", "removed_sandboxes", "removed_log_paths", "kept", "errors")
-
-
-class GcError(KubenodeGcError):
-    """The run failed; ``result`` holds what was done before (removed objects included)."""
 
 
 def options(params):

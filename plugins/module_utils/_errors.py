@@ -26,6 +26,10 @@ class OptionError(KubenodeGcError):
     """A module option is invalid; nothing was done."""
 
 
+class GcError(KubenodeGcError):
+    """A GC run (image_gc, container_gc) failed; ``result`` holds what was done before (removed objects included)."""
+
+
 class ConfigError(KubenodeGcError):
     """A configuration file, its content or a setting is invalid; one sentence naming the file or setting and the problem."""
 

@@ -22,7 +22,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
 from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
-from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError, PolicyError
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError, PolicyError
 from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import keep_matcher
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import validate_ages, validate_thresholds
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
@@ -39,10 +39,6 @@ LOCK_NAME = "image-gc.lock"
 DEFAULT_LOCK_DIR = "/var/lib/kubenode-gc"
 RESULT_KEYS = ("removed", "kept", "usage_before", "usage_after", "bytes_to_free", "bytes_freed_estimated", "bytes_freed_measured",
                "target_reached", "insufficient", "errors")
-
-
-class GcError(KubenodeGcError):
-    """The run failed; ``result`` holds what was done before (removed images included)."""
 
 
 def options(params):

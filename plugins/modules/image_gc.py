@@ -243,12 +243,13 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_client, execute
 from ansible_collections.kubenode.gc.plugins.module_utils._image_gc import options, run
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_GC_HIGH_THRESHOLD_PERCENT, IMAGE_GC_LOW_THRESHOLD_PERCENT
 
 ARGUMENT_SPEC = dict(
     CRI_COMMON_ARGS,
     mode=dict(type="str", choices=["threshold", "prune"], default="threshold"),
-    high_threshold_percent=dict(type="int", default=85),
-    low_threshold_percent=dict(type="int", default=80),
+    high_threshold_percent=dict(type="int", default=IMAGE_GC_HIGH_THRESHOLD_PERCENT),
+    low_threshold_percent=dict(type="int", default=IMAGE_GC_LOW_THRESHOLD_PERCENT),
     min_age=dict(type="str", default="2m"),
     max_age=dict(type="str", default="0s"),
     keep_images=dict(type="list", elements="str", default=[]),
