@@ -476,6 +476,13 @@ def test_detect_runtime_fails_when_unclear():
         rc.detect_runtime("/x.toml", [], set().__contains__)
 
 
+def test_detect_runtime_prefers_the_running_runtime_and_can_be_lenient():
+    assert rc.detect_runtime(None, [], {P}.__contains__, runtime_name="cri-o 1.37") == "crio"
+    assert rc.detect_runtime(None, [], set().__contains__, runtime_name="containerd") == "containerd"
+    assert rc.detect_runtime(None, [], {P, rc.STORAGE_PATH}.__contains__, strict=False) == "containerd"
+    assert rc.detect_runtime(None, [], set().__contains__, strict=False) is None
+
+
 def test_sort_findings():
     findings = [rc.finding("info", "a", "x"), rc.finding("warning", "z", "y"), rc.finding("warning", "b", "z")]
     assert [f["code"] for f in _findings.sort_findings(findings)] == ["b", "z", "a"]
