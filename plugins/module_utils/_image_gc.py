@@ -147,8 +147,9 @@ def _run(client, opts, check_mode, now, statvfs):
     _finish(result, state.images)
     if result["errors"]:
         raise GcError("Removing %d image(s) failed: %s" % (len(result["errors"]), " ".join(e["msg"] for e in result["errors"])), _public(result))
+    shortfall = result.pop("insufficient_message", None)
     if result["insufficient"] and opts["fail_on_insufficient"]:
-        raise GcError(result["warnings"][-1], _public(result))
+        raise GcError(shortfall, _public(result))
     return result
 
 
@@ -161,7 +162,8 @@ def _predict(result, state, opts):
     if state.capacity:
         result["usage_after"] = usage_percent(state.capacity, state.available + result["bytes_freed_estimated"])
     if plan.threshold_hit and plan.estimated_short:
-        _insufficient(result, plan, state.capacity, sum(i["size"] for i in plan.space))
+        # a planned shortfall is a result, not a warning: nothing has failed yet (the real run warns)
+        _insufficient(result, plan, state.capacity, sum(i["size"] for i in plan.space), warn=False)
 
 
 def _remove(result, state, opts, client, statvfs):
@@ -201,10 +203,13 @@ def _remove(result, state, opts, client, statvfs):
         _ledger.save(state.ledger_path, state.ledger)
 
 
-def _insufficient(result, plan, capacity, freed):
+def _insufficient(result, plan, capacity, freed, warn=True):
+    """Not down to the low threshold: the kubelet's FreeDiskSpaceFailed text, as a warning unless ``warn`` is false (a plan)."""
     result["target_reached"] = False
     result["insufficient"] = True
-    result["warnings"].append(free_disk_space_failed(plan.usage_before, capacity, freed))
+    result["insufficient_message"] = free_disk_space_failed(plan.usage_before, capacity, freed)
+    if warn:
+        result["warnings"].append(result["insufficient_message"])
 
 
 def _finish(result, images):

@@ -47,6 +47,9 @@ attributes:
     support: full
     details:
       - Returns the plan (RV(removed) lists what would be removed, in order) and changes nothing, the ledger included.
+      - A plan that cannot reach the low threshold returns RV(insufficient=true) and RV(target_reached=false) without the
+        C(FreeDiskSpaceFailed) warning, since nothing has failed; the real run warns. The fleet audit turns the planned
+        shortfall into a report finding (C(gc_insufficient)).
       - With O(measure_freed=true) the real run measures the disk after each batch, so it may stop earlier or go further
         than the size-based estimate check mode can give.
   diff_mode:
@@ -115,6 +118,8 @@ options:
     description:
       - When the threshold pass cannot reach the low threshold, fail the task instead of returning RV(insufficient=true)
         with a warning (both carry the kubelet's C(FreeDiskSpaceFailed) wording).
+      - In check mode the shortfall is planned, not met, so there is no warning; RV(insufficient=true) says it, and this
+        option fails the task all the same.
     type: bool
     default: false
   max_removals:
@@ -225,7 +230,10 @@ target_reached:
   returned: always
   type: bool
 insufficient:
-  description: The threshold pass could not reach the low threshold (the kubelet's C(FreeDiskSpaceFailed)).
+  description:
+    - The threshold pass could not reach the low threshold (the kubelet's C(FreeDiskSpaceFailed)); the real run also warns
+      with the kubelet's wording.
+    - In check mode, the plan cannot reach it; no warning then.
   returned: always
   type: bool
 errors:

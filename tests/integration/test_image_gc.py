@@ -130,6 +130,13 @@ def test_insufficient_reports_the_kubelet_wording_or_fails(ansible, runtime):
     res = gc(ansible, runtime, high_threshold_percent=now, low_threshold_percent=0)
     assert res["insufficient"] is True and res["target_reached"] is False and res["removed"] == []
     assert not res.get("failed"), res.get("msg")
+    assert any(w.startswith("Insufficient free disk space") for w in res.get("warnings", []))
+    # check mode: the same shortfall, planned: a result, not a warning
+    planned = gc(ansible, runtime, check=True, high_threshold_percent=now, low_threshold_percent=0)
+    assert planned["insufficient"] is True and planned["target_reached"] is False
+    assert not any("Insufficient" in w for w in planned.get("warnings", [])), planned.get("warnings")
+    strict_plan = gc(ansible, runtime, check=True, high_threshold_percent=now, low_threshold_percent=0, fail_on_insufficient=True)
+    assert strict_plan["failed"] is True and strict_plan["msg"].startswith("Insufficient free disk space")
     strict = gc(ansible, runtime, high_threshold_percent=now, low_threshold_percent=0, fail_on_insufficient=True)
     assert strict["failed"] is True
     assert strict["msg"].startswith("Insufficient free disk space on the node's image filesystem (%d%% of 128.0 MiB used)." % now)
