@@ -20,8 +20,9 @@ from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_GC_LOW_THRESHOLD_PERCENT as DEFAULT_LOW
 from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int, sorted_drift as _drift
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
+from ansible_collections.kubenode.gc.plugins.plugin_utils._report_fleet import enrich
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FAIL_ON = ("never", "drift", "warning", "error")
 # Parts of a node dict, in the order they are checked, and where their findings come from.
 PARTS = ("cri_info", "kubelet_config", "runtime_config", "image_gc_policy", "image_gc_prune", "container_gc")
@@ -177,8 +178,8 @@ def _node(node):
     )
 
 
-def audit_report(nodes, generated_at=None, policy=None):
-    """Build the fleet audit report (schema_version 1, docs/report-schema.md) from the playbook's per-node dicts."""
+def audit_report(nodes, generated_at=None, policy=None, top_images=50):
+    """Build the fleet audit report (schema_version 2, docs/report-schema.md) from the playbook's per-node dicts."""
     if not isinstance(nodes, (list, tuple)):
         raise AnsibleFilterError("audit_report expects a list of node dicts, got a %s." % type(nodes).__name__)
     if policy is not None and not isinstance(policy, Mapping):
@@ -198,8 +199,10 @@ def audit_report(nodes, generated_at=None, policy=None):
         reclaimable_bytes_policy=sum(n["images"]["reclaimable_policy"]["bytes"] or 0 for n in out),
         reclaimable_bytes_prune=sum(n["images"]["reclaimable_prune"]["bytes"] or 0 for n in out),
     )
-    return dict(schema_version=SCHEMA_VERSION, generated_at=None if generated_at is None else str(generated_at),
-                policy=dict(policy or {}), summary=summary, nodes=out)
+    report = dict(schema_version=SCHEMA_VERSION, generated_at=None if generated_at is None else str(generated_at),
+                  policy=dict(policy or {}), summary=summary, nodes=out)
+    # schema 2: health, headroom, eviction threshold, the fleet's images (plugin_utils/_report_fleet.py)
+    return enrich(report, nodes, top_images=_int(top_images) or 0)
 
 
 def human_bytes_filter(value):

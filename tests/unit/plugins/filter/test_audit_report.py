@@ -9,15 +9,15 @@ import os
 import re
 from html.parser import HTMLParser
 
-import jinja2
 import pytest
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.kubenode.gc.plugins.filter import audit_render
 from ansible_collections.kubenode.gc.plugins.filter import audit_report as ar
+from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_fleet as report_fleet
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-TEMPLATES = os.path.join(REPO, "playbooks", "templates")
 GiB = 1024 ** 3
 MiB = 1024 ** 2
 
@@ -113,29 +113,37 @@ def build(nodes=None, **kw):
                            policy=kw.get("policy", {"image_gc_high_threshold_percent": 85, "image_max_age": "168h"}))
 
 
+def threshold_keys(node):
+    return {k: node["thresholds"][k] for k in ("high_percent", "low_percent", "source")}
+
+
 def by_host(report):
     return {n["host"]: n for n in report["nodes"]}
 
 
 # ---------------------------------------------------------------------------------------------- the report
-NODE_KEYS = {"host", "status", "error", "runtime", "imagefs", "thresholds", "over_high_threshold", "images", "containers", "findings",
-             "drift", "parts_failed", "metrics_file"}
+NODE_KEYS = {"host", "status", "health", "error", "runtime", "imagefs", "thresholds", "headroom", "over_high_threshold", "images",
+             "containers", "findings", "drift", "parts_failed", "metrics_file"}
 
 
 def test_schema_fields_and_types():
     report = build()
-    assert set(report) == {"schema_version", "generated_at", "policy", "summary", "nodes"}
-    assert report["schema_version"] == 1
+    assert set(report) == {"schema_version", "generated_at", "policy", "summary", "nodes", "images"}
+    assert report["schema_version"] == 2
     assert report["generated_at"] == "2026-11-22T10:00:00Z"
     assert report["policy"] == {"image_gc_high_threshold_percent": 85, "image_max_age": "168h"}
     assert set(report["summary"]) == {"nodes", "nodes_ok", "nodes_failed", "nodes_over_high_threshold", "nodes_with_drift", "findings",
-                                      "reclaimable_bytes_policy", "reclaimable_bytes_prune"}
+                                      "reclaimable_bytes_policy", "reclaimable_bytes_prune", "nodes_by_health", "usage_percent_mean",
+                                      "usage_percent_max", "image_refs"}
     assert set(report["summary"]["findings"]) == {"error", "warning", "info"}
     for n in report["nodes"]:
         assert set(n) == NODE_KEYS
         assert set(n["runtime"]) == {"name", "version", "endpoint", "sandbox_image"}
         assert set(n["imagefs"]) == {"mountpoint", "capacity_bytes", "used_bytes", "available_bytes", "usage_percent"}
-        assert set(n["thresholds"]) == {"high_percent", "low_percent", "source"}
+        assert set(n["thresholds"]) == {"high_percent", "low_percent", "source", "eviction_available", "eviction_available_bytes",
+                                        "eviction_source"}
+        assert set(n["headroom"]) == {"high_threshold_bytes", "eviction_bytes"}
+        assert n["health"] in ("critical", "failed", "warning", "ok")
         assert set(n["images"]) == {"total", "in_use", "reclaimable_policy", "reclaimable_prune"}
         assert set(n["images"]["reclaimable_prune"]) == {"count", "bytes"}
         assert set(n["containers"]) == {"total", "reclaimable", "sandboxes"}
@@ -165,7 +173,8 @@ def test_node_over_threshold():
     n = by_host(build())["node-c"]
     assert n["status"] == "ok" and n["error"] is None
     assert n["over_high_threshold"] is True
-    assert n["thresholds"] == {"high_percent": 85, "low_percent": 80, "source": "kubelet_config"}
+    assert n["thresholds"] == {"high_percent": 85, "low_percent": 80, "source": "kubelet_config", "eviction_available": "15%",
+                               "eviction_available_bytes": 50 * GiB * 15 // 100, "eviction_source": "kubelet_config"}
     assert n["imagefs"]["usage_percent"] == 91
     assert n["imagefs"]["capacity_bytes"] == 50 * GiB
     assert n["runtime"]["name"] == "containerd"
@@ -182,7 +191,7 @@ def test_node_over_threshold():
 def test_node_under_threshold_uses_kubelet_thresholds():
     n = by_host(build())["node-a"]
     assert n["over_high_threshold"] is False
-    assert n["thresholds"] == {"high_percent": 90, "low_percent": 70, "source": "kubelet_config"}
+    assert threshold_keys(n) == {"high_percent": 90, "low_percent": 70, "source": "kubelet_config"}
     assert n["findings"] == []
     assert n["images"]["reclaimable_policy"] == {"count": 0, "bytes": 0}
     assert n["parts_failed"] == {}
@@ -253,7 +262,8 @@ def test_odd_inputs_do_not_crash():
                  drift=None)
     n = by_host(build([weird]))["w"]
     assert n["parts_failed"]["cri_info"].startswith("The cri_info result is a str")
-    assert n["thresholds"] == {"high_percent": 90, "low_percent": 80, "source": "kubelet_config"}
+    assert threshold_keys(n) == {"high_percent": 90, "low_percent": 80, "source": "kubelet_config"}
+    assert n["thresholds"]["eviction_available"] == "15%" and n["thresholds"]["eviction_source"] == "default"
     assert n["drift"] == []
     assert n["containers"]["reclaimable"] is None
     codes = {(f["source"], f["severity"], f["code"]) for f in n["findings"]}
@@ -345,18 +355,14 @@ def test_filter_module():
     assert set(ar.FilterModule().filters()) == {"audit_report", "audit_fail_reason", "human_bytes"}
 
 
-# ---------------------------------------------------------------------------------------------- templates
-def render(name, report):
-    # Ansible's template module: trim_blocks on, lstrip_blocks off, autoescape off.
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True, autoescape=False,
-                             undefined=jinja2.StrictUndefined)
-    for fname, func in ar.FilterModule().filters().items():
-        env.filters["kubenode.gc." + fname] = func
-    assert "e" in env.filters
-    return env.get_template(name).render(report=report)
+# ---------------------------------------------------------------------------------------------- renderings
+def render(kind, report, history=None):
+    filters = audit_render.FilterModule().filters()
+    return filters["audit_report_html" if kind == "html" else "audit_report_markdown"](report, history=history)
 
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "col", "area", "base", "wbr", "source", "track", "embed", "param"}
+SVG_VOID = {"line", "polyline", "rect", "circle"}  # self-closed in the SVG the report writes
 
 
 class Checker(HTMLParser):
@@ -387,7 +393,8 @@ class Checker(HTMLParser):
         self.stack.pop()
 
     def handle_data(self, data):
-        self.text.append(data)
+        if not self.stack or self.stack[-1][0] not in ("script", "style"):
+            self.text.append(data)
 
 
 def check_html(text):
@@ -400,30 +407,62 @@ def check_html(text):
     return checker
 
 
+def table_rows(html, table_id):
+    body = html[html.index('id="%s"' % table_id):]
+    body = body[:body.index("</table>")]
+    return re.findall(r'<tr data-host="([^"]*)" data-health="([^"]*)"', body)
+
+
 def test_html_report_well_formed_with_every_node():
     report = build()
-    html = render("report.html.j2", report)
+    html = render("html", report)
     assert html.lstrip().startswith("<!DOCTYPE html>")
     checker = check_html(html)
     for n in report["nodes"]:
         assert 'id="node-%s"' % n["host"] in html
         assert "node-" + n["host"] in checker.ids
         assert n["host"] in checker.hosts
-    # self-contained: no external assets or scripts
-    assert not re.search(r"<(script|link|img|iframe)\b", html)
+    # self-contained: the only script is inline, nothing is fetched
+    assert not re.search(r"<(link|img|iframe)\b", html)
+    assert not re.search(r"<script[^>]*\bsrc=", html)
     assert "http://" not in html and "https://" not in html and "@import" not in html and "url(" not in html
-    # the unreachable node shows its error instead of a bar, the over-threshold one has a hatched prune segment
     text = "".join(checker.text)
     assert "No route to host" in text
     assert 'class="used over"' in html
-    assert "reclaimable by pruning" in html
     assert html.count('class="bar"') == 3     # node-a, node-b, node-c; node-d has no figures, node-e failed
+    # every per-node detail is collapsed
+    assert html.count('<details class="node"') == 5 and '<details class="node" open' not in html
+
+
+def test_html_first_screen_worst_first_groups_and_images():
+    report = build()
+    html = render("html", report)
+    # worst first: node-c is past the eviction threshold (91% used, evictionHard imagefs.available 15%), node-b has an error
+    # finding, node-d a failed part (an error finding too, no usage), node-e failed, node-a is fine
+    assert table_rows(html, "node-table") == [("node-c", "critical"), ("node-b", "critical"), ("node-d", "critical"), ("node-e", "failed"),
+                                              ("node-a", "ok")]
+    # counts by health, each a filter of the table
+    for health, count in (("critical", 3), ("failed", 1), ("warning", 0), ("ok", 1)):
+        assert re.search(r'data-filter-health="%s"><span class="n">%d</span>' % (health, count), html)
+    # findings grouped by code, with their nodes behind a <details>
+    findings = html[html.index('id="findings"'):html.index('id="drift"')] if html.index('id="findings"') < html.index('id="drift"') else \
+        html[html.index('id="findings"'):]
+    assert re.search(r'<tr data-code="part_failed">.*?<td class="num">1</td>', findings)
+    assert "<details><summary>which</summary>" in findings
+    # drift grouped by key and value
+    assert "<code>imageMaximumGCAge</code>" in html and "<code>sandbox_image</code>" in html
+    # the fleet's images: app:1 (bytes on three nodes), reclaimable where prune planned it
+    assert '<code>docker.io/library/app:1</code></td><td class="num">3</td>' in html
+    # the headroom cells: node-c is over its high threshold (negative, red)
+    assert 'class="num neg"' in html
+    # the script that sorts and filters, and the controls it shows (hidden without JavaScript)
+    assert '<div class="controls" id="node-controls" hidden>' in html and "<script>" in html
 
 
 def test_html_bar_geometry():
     report = build([node("n", cri_info=cri_info(91, capacity=100 * GiB), kubelet_config=kubelet_config(85, 80),
                          image_gc_prune=image_gc([10 * GiB]))])
-    html = render("report.html.j2", report)
+    html = render("html", report)
     assert 'class="used over" style="width: 81.00%;"' in html
     assert 'style="left: 81.00%; width: 10.00%;"' in html
     assert 'class="mark high" style="left: 85.00%;"' in html
@@ -433,18 +472,37 @@ def test_html_bar_geometry():
 def test_html_escapes_everything():
     evil = '<script>alert("x")</script>&'
     nodes = [node("n1", error=evil),
-             node("n2", cri_info=cri_info(50), runtime_config=runtime_config([{"severity": "warning", "code": "c<1>", "message": evil}]),
+             node("n2<b>", cri_info=cri_info(50), runtime_config=runtime_config([{"severity": "warning", "code": "c<1>", "message": evil}]),
                   drift=[{"component": "kubelet", "key": "k", "desired": evil, "actual": {"a": "<b>"}}])]
     report = build(nodes, policy={"note": evil})
-    html = render("report.html.j2", report)
-    assert "<script" not in html
-    assert "&lt;script&gt;" in html and "c&lt;1&gt;" in html
+    html = render("html", report)
+    assert html.count("<script") == 1   # the report's own
+    assert "&lt;script&gt;" in html and "c&lt;1&gt;" in html and "n2&lt;b&gt;" in html
     check_html(html)
+
+
+def test_html_trends_from_history():
+    report = build()
+    earlier = copy.deepcopy(report)
+    earlier["generated_at"] = "2026-11-21T10:00:00Z"
+    for n in earlier["nodes"]:
+        if n["imagefs"]["usage_percent"] is not None:
+            n["imagefs"]["usage_percent"] -= 10
+    history = [report_fleet.history_point(earlier)]
+    html = render("html", report, history)
+    check_html(html)
+    assert html.count('<svg class="chart"') == 2
+    assert html.count('<svg class="spark"') == 3     # the audited nodes with a usage in both reports
+    assert "+10.0 pts" in html                       # mean usage up since the last audit
+    assert "Trends over 2 audits" in html
+    # without history: no charts, a sentence instead
+    plain = render("html", report)
+    assert '<svg class="chart"' not in plain and "No earlier audit to compare with" in plain
 
 
 def md_table_rows(md):
     lines = md.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("| host | status |"))
+    start = next(i for i, line in enumerate(lines) if line.startswith("| host | health |"))
     rows = []
     for line in lines[start + 2:]:
         if not line.startswith("|"):
@@ -459,34 +517,52 @@ def split_cells(row):
 
 def test_markdown_report_has_one_row_per_node():
     report = build()
-    md = render("report.md.j2", report)
+    md = render("md", report)
     assert md.startswith("# Kubernetes node disk audit")
     header, rows = md_table_rows(md)
-    assert len(split_cells(header)) == 10
+    assert len(split_cells(header)) == 13
     assert len(rows) == len(report["nodes"])
     hosts = [split_cells(r)[0] for r in rows]
-    assert hosts == ["node-a", "node-b", "node-c", "node-d", "node-e"]
+    assert hosts == ["node-c", "node-b", "node-d", "node-e", "node-a"]   # worst first
     for row in rows:
-        assert len(split_cells(row)) == 10
-    c = split_cells(rows[2])
-    assert c[1] == "ok" and c[2] == "containerd 1.6.20~ds1" and c[4] == "91% (over)" and c[5] == "85%/80%"
-    assert c[3] == "45.5 GiB / 50.0 GiB"     # filesystem use, as the usage percent counts it
-    assert c[6] == "1 (700.0 MiB)" and c[7] == "2 (720.0 MiB)" and c[8] == "0/2/1" and c[9] == "0"
-    e = split_cells(rows[4])
-    assert e[1] == "failed" and e[2] == "-" and e[3] == "-" and e[4] == "-" and e[6] == "-"
+        assert len(split_cells(row)) == 13
+    c = split_cells(rows[0])
+    assert c[1] == "critical" and c[2] == "ok" and c[3] == "containerd 1.6.20~ds1" and c[5] == "91% (over)" and c[6] == "85%/80%"
+    assert c[4] == "45.5 GiB / 50.0 GiB"     # filesystem use, as the usage percent counts it
+    assert c[7].startswith("over by ") and c[8].startswith("over by ")
+    assert c[9] == "1 (700.0 MiB)" and c[10] == "2 (720.0 MiB)" and c[11] == "0/2/1" and c[12] == "0"
+    e = split_cells(rows[3])
+    assert e[1] == "failed" and e[3] == "-" and e[4] == "-" and e[5] == "-" and e[9] == "-"
+    # fleet sections
+    assert "## Findings by code" in md and "| error | audit | part_failed | 1 | one-off |" in md
+    assert "## Drift by setting" in md and "| kubelet | imageMaximumGCAge | 168h | 0s | 1 | node-b |" in md
+    assert "## Images holding the most disk" in md and "| docker.io/library/app:1 | 3 |" in md
     # per-node sections, with findings, drift and errors
     for n in report["nodes"]:
         assert "\n## %s\n" % n["host"] in md
     assert "**Not audited:** Failed to connect to the host via ssh" in md
-    assert "`over_high_threshold`" in md
-    assert "| kubelet | imageMaximumGCAge | 168h | 0s |" in md
-    assert "- cri_info: CRI endpoint unix:///run/containerd/containerd.sock does not exist." in md
-    assert "\n\n\n" not in md
 
 
 def test_markdown_escapes_pipes_in_cells():
     report = build([node("n", cri_info=cri_info(50), drift=[{"component": "a|b", "key": "k", "desired": "x\ny", "actual": None}])])
-    md = render("report.md.j2", report)
+    md = render("md", report)
     header, rows = md_table_rows(md)
     assert len(rows) == 1
     assert "| a\\|b | k | x y | - |" in md
+
+
+def test_render_filters_reject_other_input():
+    filters = audit_render.FilterModule().filters()
+    assert set(filters) == {"audit_report_html", "audit_report_markdown", "audit_summary_line"}
+    for name, func in filters.items():
+        with pytest.raises(AnsibleFilterError, match="expects the report dict"):
+            func({"nodes": []})
+        with pytest.raises(AnsibleFilterError, match="history"):
+            func(build(), history="x")
+
+
+def test_summary_line():
+    line = audit_render.audit_summary_line(build())
+    assert line == ("5 nodes: 3 critical, 1 failed, 1 ok; 1 over the high threshold; usage mean 63.7%, max 91%; "
+                    "reclaimable 700.0 MiB (policy), 1.4 GiB (prune).")
+    assert line.endswith(".")
