@@ -15,6 +15,7 @@ APT_PACKAGES=(
   docker.io debootstrap            # node containers for Molecule and the fleet tests
   git tar util-linux
   shellcheck                       # ansible-test sanity lints the shell scripts with it
+  chromium fonts-dejavu-core       # headless browser test of the audit report (tests/report)
 )
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -28,8 +29,9 @@ for pkg in "${APT_PACKAGES[@]}"; do
 done
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup.sh: installing ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # other installs may run at the same time: wait for the dpkg lock instead of failing
+  apt-get -o DPkg::Lock::Timeout=900 update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 stamp="$VENV/.kubenode-gc-requirements"

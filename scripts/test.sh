@@ -5,7 +5,7 @@
 #   python3-grpcio/python3-protobuf and the newest grpcio/protobuf from PyPI).
 #
 # Usage: bash scripts/test.sh [STEP...]   (no step: all of them, as CI does)
-#   steps: protogen sanity lint unit integration molecule fleet
+#   steps: protogen sanity lint unit report integration molecule fleet
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -77,6 +77,12 @@ fi
 if want unit; then
 step "unit tests"
 python -m pytest -p no:cacheprovider tests/unit
+fi
+
+if want report; then
+step "fleet audit report: 1,000 synthetic nodes, opened, sorted and filtered in headless Chromium"
+# prints the generation time, the HTML size and the render time; screenshots in tests/output/report-1000/
+python -m pytest -p no:cacheprovider -s tests/report
 fi
 
 if want integration; then

@@ -314,7 +314,7 @@ def summary_line(report, history=None):
     health = s.get("nodes_by_health") or {}
     parts = ["%d node%s" % (s["nodes"], "" if s["nodes"] == 1 else "s")]
     parts.append(", ".join("%d %s" % (health.get(h, 0), h) for h in HEALTH if health.get(h)) or "none audited")
-    line = "%s: %s" % (parts[0], parts[1])
+    line = "%s, health: %s" % (parts[0], parts[1])
     line += "; %d over the high threshold" % s["nodes_over_high_threshold"]
     if s.get("usage_percent_mean") is not None:
         line += "; usage mean %s%%, max %s%%" % (_pct(s["usage_percent_mean"]), s["usage_percent_max"])

@@ -20,7 +20,7 @@ from html import escape
 
 from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_fleet as fleet
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
-from ansible_collections.kubenode.gc.plugins.plugin_utils._report_svg import line_chart, sparkline
+from ansible_collections.kubenode.gc.plugins.plugin_utils._report_svg import line_chart, nice_bytes_max, sparkline
 
 HEALTH_HINT = {
     "critical": "at the eviction threshold, or an error finding",
@@ -53,13 +53,14 @@ a.tile:hover { background: var(--bg2); }
 .tile.ok { border-left-color: var(--ok); } .tile.ok .n { color: var(--ok); }
 .tile.info { border-left-color: var(--blue); }
 .up { color: var(--critical); } .down { color: var(--ok); }
-.dash { display: grid; grid-template-columns: minmax(0, 1fr); gap: 16px; padding: 8px 20px; }
+.dash { display: grid; grid-template-columns: minmax(0, 1fr); gap: 12px; padding: 6px 20px; }
 @media (min-width: 1200px) { .dash { grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); } }
-.panel { border: 1px solid var(--line); border-radius: 6px; padding: 10px 12px; margin-bottom: 16px; background: #fff; }
+.panel { border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px; margin-bottom: 12px; background: #fff; overflow-x: auto; }
+#images code { overflow-wrap: anywhere; }
 .side .panel:last-child { margin-bottom: 0; }
 .scroll { max-height: 62vh; overflow: auto; border: 1px solid var(--line); }
 table { border-collapse: collapse; width: 100%; }
-th, td { border-bottom: 1px solid var(--line); padding: 2px 5px; text-align: left; vertical-align: top; }
+th, td { border-bottom: 1px solid var(--line); padding: 2px 4px; text-align: left; vertical-align: top; }
 th { background: var(--bg2); font-weight: 600; white-space: nowrap; }
 .scroll thead th { position: sticky; top: 0; z-index: 1; box-shadow: 0 1px 0 var(--line); }
 th button { font: inherit; font-weight: 600; border: 0; background: none; padding: 0; cursor: pointer; color: inherit; }
@@ -72,7 +73,7 @@ tr:hover td { background: #f9fbfd; }
 .badge.critical, .badge.error { background: var(--critical); } .badge.failed { background: var(--failed); }
 .badge.warning { background: var(--warning); } .badge.ok { background: var(--ok); } .badge.info { background: var(--blue); }
 td.trend { white-space: nowrap; } td.trend small { color: var(--muted); margin-left: 2px; }
-.ubar { display: inline-block; position: relative; width: 50px; height: 10px; background: #eaeef2; border-radius: 2px; vertical-align: middle;
+.ubar { display: inline-block; position: relative; width: 40px; height: 10px; background: #eaeef2; border-radius: 2px; vertical-align: middle;
   margin-right: 4px; overflow: hidden; }
 .ubar i { position: absolute; top: 0; bottom: 0; left: 0; background: #4c9f70; }
 .ubar i.warning { background: #d4a72c; } .ubar i.critical { background: #cf4b3e; }
@@ -176,6 +177,18 @@ SCRIPT = r"""
   Array.prototype.forEach.call(document.querySelectorAll("[data-filter-text]"), function (a) {
     a.addEventListener("click", function () { q.value = a.getAttribute("data-filter-text"); health.value = ""; apply(); });
   });
+  // Per-node detail sits in <noscript> inside its <details>: plain HTML without JavaScript, and with it only text
+  // (no DOM to build or lay out for 1,000 nodes) until the reader opens the node.
+  document.addEventListener("toggle", function (event) {
+    var details = event.target;
+    if (!details.open || !details.classList || !details.classList.contains("node")) { return; }
+    var source = details.querySelector("noscript");
+    if (!source) { return; }
+    var body = document.createElement("div");
+    body.className = "node-body";
+    body.innerHTML = source.textContent;
+    details.replaceChild(body, source);
+  }, true);
   Array.prototype.forEach.call(document.querySelectorAll("a.host"), function (a) {
     a.addEventListener("click", function () {
       var target = document.getElementById(a.getAttribute("href").slice(1));
@@ -324,8 +337,8 @@ NODE_COLUMNS = (
     ("Trend", "num", "desc", "Usage change since the oldest audit in the history, in points"),
     ("To high", "num", "asc", "Headroom: bytes that can be written before image GC starts (the high threshold)"),
     ("To eviction", "num", "asc", "Headroom: bytes until imagefs.available reaches the kubelet's hard eviction threshold"),
-    ("Free (policy)", "num", "desc", "Reclaimable: what image GC under the node's own thresholds would free"),
-    ("Free (prune)", "num", "desc", "Reclaimable: what removing every unused image would free"),
+    ("GC frees", "num", "desc", "Reclaimable: what image GC under the node's own thresholds would free now"),
+    ("Prune frees", "num", "desc", "Reclaimable: what removing every unused image would free"),
     ("E/W/I", "num", "desc", "Findings: errors / warnings / info"),
     ("Drift", "num", "desc", "Settings that differ from the desired policy"),
 )
@@ -405,7 +418,7 @@ def _drift_panel(report, view):
 def _image_rows(images):
     return "".join(
         '<tr><td><code>%s</code></td><td class="num">%d</td><td class="num">%s</td><td class="num">%s</td><td class="num">%d</td></tr>'
-        % (e(i["ref"]), i["nodes"], _bytes(i["bytes"]), _bytes(i["reclaimable_bytes"]), i["in_use_nodes"]) for i in images)
+        % (e(i["ref"]).replace("/", "/<wbr>"), i["nodes"], _bytes(i["bytes"]), _bytes(i["reclaimable_bytes"]), i["in_use_nodes"]) for i in images)
 
 
 def _images_panel(report):
@@ -440,7 +453,7 @@ def _trends_panel(report, view, history_note):
                        width=250, height=140)
     recl = line_chart(labels, [("policy", "s1", [p["reclaimable_policy"] for p in points]),
                                ("prune", "s3", [p["reclaimable_prune"] for p in points])],
-                      "Reclaimable bytes across the fleet", y_format=human_bytes, width=250, height=140)
+                      "Reclaimable bytes across the fleet", y_format=human_bytes, width=250, height=140, nice=nice_bytes_max)
     return ('<section class="panel" id="trends"><h2>Trends</h2><p class="muted">%d audits, %s to %s. %s</p><div class="charts">'
             '<figure><figcaption>Image filesystem usage, %%</figcaption>%s</figure><figure><figcaption>Reclaimable bytes</figcaption>%s</figure>'
             '</div></section>' % (len(points), e(labels[0]), e(labels[-1]), e(history_note), usage, recl))
@@ -468,7 +481,7 @@ def _node_detail(node):
            % (e(host), e(host), e(host), node["health"], node["health"],
               "" if fs["usage_percent"] is None else "%s used, %d finding%s, %d drifted setting%s"
               % (_pct(fs["usage_percent"]), len(node["findings"]), "" if len(node["findings"]) == 1 else "s", len(node["drift"]),
-                 "" if len(node["drift"]) == 1 else "s"))]
+                 "" if len(node["drift"]) == 1 else "s")), "<noscript>"]
     if node["status"] == "failed":
         out.append('<p class="failed-box">Not audited: %s</p>' % e(node["error"]))
     elif fs["usage_percent"] is not None and fs["capacity_bytes"]:
@@ -500,7 +513,7 @@ def _node_detail(node):
                                                % (e(d["component"]), e(d["key"]), e(d["desired"]), e(d["actual"])) for d in node["drift"]))
     else:
         out.append('<p class="none">No drift.</p>')
-    out.append("</details>")
+    out.append("</noscript></details>")
     return "".join(out)
 
 

@@ -43,7 +43,15 @@ def _nice_max(value):
     return 10 * magnitude
 
 
-def line_chart(labels, series, title, y_format=_num, y_max=None, width=560, height=200, css_class="chart"):
+def nice_bytes_max(value):
+    """A round top for a byte axis, in binary units (48 MiB rather than 47.7 MiB)."""
+    unit = 1
+    while value >= unit * 1024:
+        unit *= 1024
+    return _nice_max(value / float(unit)) * unit
+
+
+def line_chart(labels, series, title, y_format=_num, y_max=None, width=560, height=200, css_class="chart", nice=None):
     """An SVG line chart. ``labels`` are the x values (text, oldest first); ``series`` is [(name, css class, [y or None])].
 
     Each point carries a <title> with its label and value, so hovering shows the figure; a one-point series is a dot.
@@ -51,7 +59,7 @@ def line_chart(labels, series, title, y_format=_num, y_max=None, width=560, heig
     left, right, top, bottom = 64, 12, 24, 36
     plot_w, plot_h = width - left - right, height - top - bottom
     values = [v for _, _, ys in series for v in ys if v is not None]
-    top_value = y_max if y_max is not None else _nice_max(max(values) if values else 0)
+    top_value = y_max if y_max is not None else (nice or _nice_max)(max(values) if values else 0)
     n = len(labels)
 
     def x_at(i):

@@ -452,7 +452,7 @@ def test_html_first_screen_worst_first_groups_and_images():
     # drift grouped by key and value
     assert "<code>imageMaximumGCAge</code>" in html and "<code>sandbox_image</code>" in html
     # the fleet's images: app:1 (bytes on three nodes), reclaimable where prune planned it
-    assert '<code>docker.io/library/app:1</code></td><td class="num">3</td>' in html
+    assert '<code>docker.io/<wbr>library/<wbr>app:1</code></td><td class="num">3</td>' in html
     # the headroom cells: node-c is over its high threshold (negative, red)
     assert 'class="num neg"' in html
     # the script that sorts and filters, and the controls it shows (hidden without JavaScript)
@@ -563,6 +563,6 @@ def test_render_filters_reject_other_input():
 
 def test_summary_line():
     line = audit_render.audit_summary_line(build())
-    assert line == ("5 nodes: 3 critical, 1 failed, 1 ok; 1 over the high threshold; usage mean 63.7%, max 91%; "
+    assert line == ("5 nodes, health: 3 critical, 1 failed, 1 ok; 1 over the high threshold; usage mean 63.7%, max 91%; "
                     "reclaimable 700.0 MiB (policy), 1.4 GiB (prune).")
     assert line.endswith(".")
