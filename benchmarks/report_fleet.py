@@ -202,8 +202,8 @@ def main():
     print("  %-13s %6.3f s  (budget 5 s)" % ("total", total))
     for ext, text in texts.items():
         print("  report.%-5s %8.2f MiB%s" % (ext, len(text.encode()) / MiB, "  (budget 5 MiB)" if ext == "html" else ""))
-    print("  health: %s; findings groups: %d; image refs: %d" % (report["summary"]["nodes_by_health"],
-                                                                len(_report_fleet.findings_by_code(report["nodes"])), report["summary"]["image_refs"]))
+    groups = len(_report_fleet.findings_by_code(report["nodes"]))
+    print("  health: %s; findings groups: %d; image refs: %d" % (report["summary"]["nodes_by_health"], groups, report["summary"]["image_refs"]))
     print("written to %s" % args.out)
 
 

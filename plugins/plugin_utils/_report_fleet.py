@@ -167,9 +167,9 @@ def enrich(report, raw_nodes, top_images=TOP_IMAGES):
         node["thresholds"]["eviction_available_bytes"] = threshold_bytes
         node["thresholds"]["eviction_source"] = source
         available = fs["available_bytes"]
+        high = high_headroom(available, fs["capacity_bytes"], node["thresholds"]["high_percent"])
         node["headroom"] = dict(
-            high_threshold_bytes=None if node["status"] == "failed" else high_headroom(available, fs["capacity_bytes"],
-                                                                                      node["thresholds"]["high_percent"]),
+            high_threshold_bytes=None if node["status"] == "failed" else high,
             eviction_bytes=None if node["status"] == "failed" or available is None or threshold_bytes is None
             else available - threshold_bytes,
         )

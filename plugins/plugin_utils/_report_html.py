@@ -94,7 +94,8 @@ svg.chart .line { fill: none; stroke-width: 2; } svg.chart .dot { stroke: #fff; 
 .s1 { stroke: var(--blue); fill: var(--blue); } .s2 { stroke: #cf4b3e; fill: #cf4b3e; } .s3 { stroke: #8250df; fill: #8250df; }
 .charts { display: flex; flex-wrap: wrap; gap: 8px; } .charts figure { margin: 0; } figcaption { font-weight: 600; }
 #details { padding: 0 20px 20px; }
-details.node { content-visibility: auto; contain-intrinsic-size: auto 1.8em; border: 1px solid var(--line); border-radius: 4px; margin: 4px 0; padding: 4px 8px; }
+details.node { content-visibility: auto; contain-intrinsic-size: auto 1.8em; border: 1px solid var(--line); border-radius: 4px;
+  margin: 4px 0; padding: 4px 8px; }
 details.node[open] { background: #fcfcfd; }
 details.node table { width: auto; margin: 6px 0; }
 .bar { position: relative; height: 1.2em; max-width: 40em; background: #eaeef2; border: 1px solid #afb8c1; border-radius: 3px; overflow: hidden; }
@@ -459,19 +460,22 @@ def _trends_panel(report, view, history_note):
             '</div></section>' % (len(points), e(labels[0]), e(labels[-1]), e(history_note), usage, recl))
 
 
+def _clamp(value):
+    return min(max(value, 0), 100)
+
+
 def _bar(node):
     fs, th = node["imagefs"], node["thresholds"]
     usage = min(max(fs["usage_percent"], 0), 100)
     recl = min((node["images"]["reclaimable_prune"]["bytes"] or 0) * 100.0 / fs["capacity_bytes"], usage)
     level = "over" if node["over_high_threshold"] else ("high" if fs["usage_percent"] >= th["low_percent"] else "ok")
-    clamp = lambda v: min(max(v, 0), 100)  # noqa: E731
     return ('<div class="bar" title="%s: %s used"><div class="used %s" style="width: %.2f%%;"></div>'
             '<div class="reclaimable" style="left: %.2f%%; width: %.2f%%;" title="reclaimable by pruning: %s"></div>'
             '<div class="mark low" style="left: %.2f%%;" title="low threshold %s"></div>'
             '<div class="mark high" style="left: %.2f%%;" title="high threshold %s (%s)"></div></div>'
             % (e(node["host"]), _pct(fs["usage_percent"]), level, usage - recl, usage - recl, recl,
-               _bytes(node["images"]["reclaimable_prune"]["bytes"]), clamp(th["low_percent"]), _pct(th["low_percent"]),
-               clamp(th["high_percent"]), _pct(th["high_percent"]), e(th["source"])))
+               _bytes(node["images"]["reclaimable_prune"]["bytes"]), _clamp(th["low_percent"]), _pct(th["low_percent"]),
+               _clamp(th["high_percent"]), _pct(th["high_percent"]), e(th["source"])))
 
 
 def _node_detail(node):
@@ -501,16 +505,17 @@ def _node_detail(node):
         out.append('<table class="parts"><thead><tr><th>Check</th><th>Did not complete</th></tr></thead><tbody>%s</tbody></table>'
                    % "".join("<tr><td>%s</td><td>%s</td></tr>" % (e(k), e(v)) for k, v in sorted(node["parts_failed"].items())))
     if node["findings"]:
-        out.append('<table class="findings"><thead><tr><th>Severity</th><th>Source</th><th>Code</th><th>Message</th></tr></thead><tbody>%s'
-                   "</tbody></table>" % "".join('<tr><td class="sev-%s">%s</td><td>%s</td><td>%s</td><td>%s</td></tr>'
-                                               % (e(f["severity"]), e(f["severity"]), e(f["source"]), e(f["code"]), e(f["message"]))
-                                               for f in node["findings"]))
+        rows = "".join('<tr><td class="sev-%s">%s</td><td>%s</td><td>%s</td><td>%s</td></tr>'
+                       % (e(f["severity"]), e(f["severity"]), e(f["source"]), e(f["code"]), e(f["message"])) for f in node["findings"])
+        out.append('<table class="findings"><thead><tr><th>Severity</th><th>Source</th><th>Code</th><th>Message</th></tr></thead>'
+                   "<tbody>%s</tbody></table>" % rows)
     else:
         out.append('<p class="none">No findings.</p>')
     if node["drift"]:
-        out.append('<table class="drift"><thead><tr><th>Component</th><th>Key</th><th>Desired</th><th>Actual</th></tr></thead><tbody>%s'
-                   "</tbody></table>" % "".join("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>"
-                                               % (e(d["component"]), e(d["key"]), e(d["desired"]), e(d["actual"])) for d in node["drift"]))
+        rows = "".join("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>"
+                       % (e(d["component"]), e(d["key"]), e(d["desired"]), e(d["actual"])) for d in node["drift"])
+        out.append('<table class="drift"><thead><tr><th>Component</th><th>Key</th><th>Desired</th><th>Actual</th></tr></thead>'
+                   "<tbody>%s</tbody></table>" % rows)
     else:
         out.append('<p class="none">No drift.</p>')
     out.append("</noscript></details>")

@@ -107,8 +107,8 @@ def render(report, history=None):
     if view["findings"]:
         lines += ["| severity | source | code | nodes | spread | example | hosts |", "|---|---|---|---:|---|---|---|"]
         for g in view["findings"]:
-            lines.append("| %s | %s | %s | %d | %s | %s | %s |" % (g["severity"], cell(g["source"]), cell(g["code"]), g["nodes"], g["scope"],
-                                                              cell(g["example"]), cell(_hosts(g["hosts"]))))
+            lines.append("| %s | %s | %s | %d | %s | %s | %s |"
+                         % (g["severity"], cell(g["source"]), cell(g["code"]), g["nodes"], g["scope"], cell(g["example"]), cell(_hosts(g["hosts"]))))
     else:
         lines.append("No findings on any node.")
     lines += ["", "## Drift by setting", ""]
@@ -116,8 +116,8 @@ def render(report, history=None):
         lines += ["| component | key | desired | actual | nodes | hosts |", "|---|---|---|---|---:|---|"]
         for g in view["drift"]:
             for v in g["values"]:
-                lines.append("| %s | %s | %s | %s | %d | %s |" % (cell(g["component"]), cell(g["key"]), cell(v["desired"]), cell(v["actual"]),
-                                                                 v["nodes"], cell(_hosts(v["hosts"]))))
+                lines.append("| %s | %s | %s | %s | %d | %s |"
+                             % (cell(g["component"]), cell(g["key"]), cell(v["desired"]), cell(v["actual"]), v["nodes"], cell(_hosts(v["hosts"]))))
     else:
         lines.append("No node differs from the desired policy.")
     lines += ["", "## Images holding the most disk", ""]
@@ -145,14 +145,13 @@ def _node_section(node):
         "- Health: %s" % node["health"],
         "- Runtime: %s at %s, sandbox image %s" % (txt(_runtime(node["runtime"])), txt(node["runtime"]["endpoint"]), txt(node["runtime"]["sandbox_image"])),
         "- Image filesystem: %s, %s used (%s, %s available; the runtime counts %s as its own); thresholds high %s, low %s (%s); "
-        "eviction at imagefs.available %s (%s)" % (txt(fs["mountpoint"]), _pct(fs["usage_percent"]), _fs_used(fs), human_bytes(fs["available_bytes"]),
-                                                   human_bytes(fs["used_bytes"]), _pct(th["high_percent"]), _pct(th["low_percent"]), th["source"],
-                                                   txt(th["eviction_available"]), th["eviction_source"]),
-        "- Headroom: %s to the high threshold, %s to eviction" % (_headroom(node["headroom"]["high_threshold_bytes"]),
-                                                                 _headroom(node["headroom"]["eviction_bytes"])),
-        "- Images: %s (%s in use); reclaimable under the node's policy %s, by pruning %s" % (txt(img["total"]), txt(img["in_use"]),
-                                                                                           _count_bytes(img["reclaimable_policy"]),
-                                                                                           _count_bytes(img["reclaimable_prune"])),
+        "eviction at imagefs.available %s (%s)"
+        % (txt(fs["mountpoint"]), _pct(fs["usage_percent"]), _fs_used(fs), human_bytes(fs["available_bytes"]), human_bytes(fs["used_bytes"]),
+           _pct(th["high_percent"]), _pct(th["low_percent"]), th["source"], txt(th["eviction_available"]), th["eviction_source"]),
+        "- Headroom: %s to the high threshold, %s to eviction"
+        % (_headroom(node["headroom"]["high_threshold_bytes"]), _headroom(node["headroom"]["eviction_bytes"])),
+        "- Images: %s (%s in use); reclaimable under the node's policy %s, by pruning %s"
+        % (txt(img["total"]), txt(img["in_use"]), _count_bytes(img["reclaimable_policy"]), _count_bytes(img["reclaimable_prune"])),
         "- Containers: %s; reclaimable: %s dead containers, %s sandboxes" % (txt(ct["total"]), txt(ct["reclaimable"]), txt(ct["sandboxes"])),
     ]
     if node["metrics_file"]:

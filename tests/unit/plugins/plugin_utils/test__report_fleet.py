@@ -84,7 +84,9 @@ def test_findings_grouped_by_code_with_scope():
 
 
 def test_drift_grouped_by_key_then_value():
-    d = lambda k, desired, actual: dict(component="kubelet", key=k, desired=desired, actual=actual)  # noqa: E731
+    def d(k, desired, actual):
+        return dict(component="kubelet", key=k, desired=desired, actual=actual)
+
     nodes = [_node("a", drift=[d("x", 1, 2)]), _node("b", drift=[d("x", 1, 2)]), _node("c", drift=[d("x", 1, None), d("y", "s", "t")])]
     groups = rf.drift_by_key(nodes)
     assert [(g["key"], g["nodes"]) for g in groups] == [("x", 3), ("y", 1)]
