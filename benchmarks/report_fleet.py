@@ -23,7 +23,9 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.harness import collection  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
+from devtools.collection import make_importable  # noqa: E402  pylint: disable=wrong-import-position
+
+make_importable()
 
 from ansible_collections.kubenode.gc.plugins.filter.audit_report import audit_report  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_fleet, _report_html, _report_md  # noqa: E402  pylint: disable=wrong-import-position
