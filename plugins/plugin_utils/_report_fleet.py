@@ -21,6 +21,7 @@ from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human
 
 # Worst first: the order of the node table and of the status counts.
 HEALTH = ("critical", "failed", "warning", "ok")
+SEVERITIES = ("error", "warning", "info")
 EVICTION_SIGNAL = "imagefs.available"
 DEFAULT_EVICTION = "15%"  # the kubelet's evictionHard default for imagefs.available
 TOP_IMAGES = 50
@@ -76,12 +77,16 @@ def _eviction_threshold(kubelet):
     return DEFAULT_EVICTION, "default"
 
 
+def _finding_key(finding):
+    return (SEVERITIES.index(finding["severity"]), finding["source"], finding["code"], finding["message"])
+
+
 def _health(node):
     if node["status"] == "failed":
         return "failed"
     severities = {f["severity"] for f in node["findings"]}
     eviction = node["headroom"]["eviction_bytes"]
-    if "error" in severities or (eviction is not None and eviction <= 0):
+    if "error" in severities or (eviction is not None and eviction < 0):
         return "critical"
     if "warning" in severities or node["over_high_threshold"]:
         return "warning"
@@ -173,6 +178,13 @@ def enrich(report, raw_nodes, top_images=TOP_IMAGES):
             eviction_bytes=None if node["status"] == "failed" or available is None or threshold_bytes is None
             else available - threshold_bytes,
         )
+        if node["headroom"]["eviction_bytes"] is not None and node["headroom"]["eviction_bytes"] < 0:
+            node["findings"].append(dict(
+                source="audit", severity="error", code="eviction_threshold_reached",
+                message="The image filesystem %s has %s available, below the kubelet's hard eviction threshold imagefs.available %s "
+                        "(%s): the kubelet evicts pods to reclaim it." % (fs["mountpoint"] or "(unknown mountpoint)", human_bytes(available),
+                                                                         threshold, source)))
+            node["findings"].sort(key=_finding_key)
         node["health"] = _health(node)
         if node["status"] != "failed":
             per_node.append((node["host"], _node_images(raw)))
@@ -180,6 +192,8 @@ def enrich(report, raw_nodes, top_images=TOP_IMAGES):
                 usages.append(fs["usage_percent"])
     images, refs = fleet_images(per_node, top_images)
     summary = report["summary"]
+    summary["findings"] = {severity: sum(1 for n in report["nodes"] for f in n["findings"] if f["severity"] == severity)
+                           for severity in SEVERITIES}
     summary["nodes_by_health"] = {h: sum(1 for n in report["nodes"] if n["health"] == h) for h in HEALTH}
     summary["usage_percent_mean"] = round(sum(usages) / len(usages), 1) if usages else None
     summary["usage_percent_max"] = max(usages) if usages else None

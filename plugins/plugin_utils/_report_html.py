@@ -228,13 +228,14 @@ def _num_attr(value):
     return "" if value is None else str(value)
 
 
-def _headroom_cell(value):
-    cls = "num neg" if value is not None and value <= 0 else "num"
+def _headroom_cell(value, limit=0):
+    """A headroom in bytes; at or under ``limit`` it is past the threshold, shown in red as what must be freed."""
     if value is None:
         return '<td class="num" data-v="">-</td>'
-    if value <= 0:
-        return '<td class="num neg" data-v="%d" title="over by %s">&minus;%s</td>' % (value, _bytes(1 - value), _bytes(1 - value))
-    return '<td class="%s" data-v="%d">%s</td>' % (cls, value, _bytes(value))
+    if value <= limit:
+        over = limit + 1 - value
+        return '<td class="num neg" data-v="%d" title="over by %s">&minus;%s</td>' % (value, _bytes(over), _bytes(over))
+    return '<td class="num" data-v="%d">%s</td>' % (value, _bytes(value))
 
 
 def _delta(now, before, unit, lower_is_better=True, fmt="%+.1f"):
@@ -322,7 +323,7 @@ def _node_rows(report, view):
                fleet.HEALTH.index(node["health"]), node["health"], node["health"],
                _usage_cell(node),
                trend, spark, _trend_text(trend),
-               _headroom_cell(node["headroom"]["high_threshold_bytes"]), _headroom_cell(node["headroom"]["eviction_bytes"]),
+               _headroom_cell(node["headroom"]["high_threshold_bytes"]), _headroom_cell(node["headroom"]["eviction_bytes"], limit=-1),
                _num_attr(recl_policy), _bytes(recl_policy), _num_attr(recl_prune), _bytes(recl_prune),
                c["error"] * 1000000 + c["warning"] * 1000 + c["info"], findings,
                len(node["drift"]), len(node["drift"])))
@@ -337,7 +338,7 @@ NODE_COLUMNS = (
     ("Usage", "num", "desc", "Image filesystem usage (kubelet formula); the mark is the image GC high threshold"),
     ("Trend", "num", "desc", "Usage change since the oldest audit in the history, in points"),
     ("To high", "num", "asc", "Headroom: bytes that can be written before image GC starts (the high threshold)"),
-    ("To eviction", "num", "asc", "Headroom: bytes until imagefs.available reaches the kubelet's hard eviction threshold"),
+    ("To eviction", "num", "asc", "Headroom: bytes until imagefs.available drops below the kubelet's hard eviction threshold"),
     ("GC frees", "num", "desc", "Reclaimable: what image GC under the node's own thresholds would free now"),
     ("Prune frees", "num", "desc", "Reclaimable: what removing every unused image would free"),
     ("E/W/I", "num", "desc", "Findings: errors / warnings / info"),

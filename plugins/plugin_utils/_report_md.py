@@ -45,10 +45,11 @@ def _fs_used(fs):
     return "%s / %s" % (human_bytes(fs["capacity_bytes"] - fs["available_bytes"]), human_bytes(fs["capacity_bytes"]))
 
 
-def _headroom(value):
+def _headroom(value, limit=0):
+    """Bytes of headroom; at or under ``limit`` it is past the threshold: what must be freed."""
     if value is None:
         return "-"
-    return "over by %s" % human_bytes(1 - value) if value <= 0 else human_bytes(value)
+    return "over by %s" % human_bytes(limit + 1 - value) if value <= limit else human_bytes(value)
 
 
 def _hosts(hosts):
@@ -100,7 +101,7 @@ def render(report, history=None):
         lines.append("| %s | %s | %s | %s | %s | %s%s | %s/%s | %s | %s | %s | %s | %d/%d/%d | %d |" % (
             cell(node["host"]), node["health"], cell(node["status"]), cell(_runtime(node["runtime"])), cell(_fs_used(node["imagefs"])),
             _pct(node["imagefs"]["usage_percent"]), " (over)" if node["over_high_threshold"] else "", _pct(th["high_percent"]),
-            _pct(th["low_percent"]), _headroom(node["headroom"]["high_threshold_bytes"]), _headroom(node["headroom"]["eviction_bytes"]),
+            _pct(th["low_percent"]), _headroom(node["headroom"]["high_threshold_bytes"]), _headroom(node["headroom"]["eviction_bytes"], limit=-1),
             cell(_count_bytes(node["images"]["reclaimable_policy"])), cell(_count_bytes(node["images"]["reclaimable_prune"])),
             c["error"], c["warning"], c["info"], len(node["drift"])))
     lines += ["", "## Findings by code", ""]
@@ -149,7 +150,7 @@ def _node_section(node):
         % (txt(fs["mountpoint"]), _pct(fs["usage_percent"]), _fs_used(fs), human_bytes(fs["available_bytes"]), human_bytes(fs["used_bytes"]),
            _pct(th["high_percent"]), _pct(th["low_percent"]), th["source"], txt(th["eviction_available"]), th["eviction_source"]),
         "- Headroom: %s to the high threshold, %s to eviction"
-        % (_headroom(node["headroom"]["high_threshold_bytes"]), _headroom(node["headroom"]["eviction_bytes"])),
+        % (_headroom(node["headroom"]["high_threshold_bytes"]), _headroom(node["headroom"]["eviction_bytes"], limit=-1)),
         "- Images: %s (%s in use); reclaimable under the node's policy %s, by pruning %s"
         % (txt(img["total"]), txt(img["in_use"]), _count_bytes(img["reclaimable_policy"]), _count_bytes(img["reclaimable_prune"])),
         "- Containers: %s; reclaimable: %s dead containers, %s sandboxes" % (txt(ct["total"]), txt(ct["reclaimable"]), txt(ct["sandboxes"])),

@@ -165,8 +165,9 @@ def test_summary():
     assert s["nodes_with_drift"] == 1
     assert s["reclaimable_bytes_policy"] == 700 * MiB
     assert s["reclaimable_bytes_prune"] == 720 * MiB + 700 * MiB
-    # node-c: info + over_high_threshold + gc_insufficient; node-b: warning + error; node-d: part_failed x2, part_skipped
-    assert s["findings"] == {"error": 3, "warning": 4, "info": 1}
+    # node-c: info + over_high_threshold + gc_insufficient + eviction_threshold_reached; node-b: warning + error;
+    # node-d: part_failed x2, part_skipped
+    assert s["findings"] == {"error": 4, "warning": 4, "info": 1}
 
 
 def test_node_over_threshold():
@@ -183,9 +184,13 @@ def test_node_over_threshold():
     assert n["containers"] == {"total": 3, "reclaimable": 4, "sandboxes": 2}
     assert n["metrics_file"] == "/var/lib/node_exporter/textfile/kubenode_gc.prom"
     codes = [(f["severity"], f["source"], f["code"]) for f in n["findings"]]
-    assert codes == [("warning", "audit", "over_high_threshold"), ("warning", "image_gc", "gc_insufficient"),
-                     ("info", "runtime_config", "config_version_1")]
-    assert "91%" in n["findings"][0]["message"] and "85%" in n["findings"][0]["message"]
+    assert codes == [("error", "audit", "eviction_threshold_reached"), ("warning", "audit", "over_high_threshold"),
+                     ("warning", "image_gc", "gc_insufficient"), ("info", "runtime_config", "config_version_1")]
+    assert "91%" in n["findings"][1]["message"] and "85%" in n["findings"][1]["message"]
+    assert n["findings"][0]["message"] == ("The image filesystem /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs has 4.5 GiB available, "
+                                           "below the kubelet's hard eviction threshold imagefs.available 15% (kubelet_config): "
+                                           "the kubelet evicts pods to reclaim it.")
+    assert n["health"] == "critical" and n["headroom"]["eviction_bytes"] == 50 * GiB * 9 // 100 - 50 * GiB * 15 // 100
 
 
 def test_node_under_threshold_uses_kubelet_thresholds():
@@ -307,20 +312,21 @@ def test_fail_on_drift():
 
 def test_fail_on_error():
     reason = ar.audit_fail_reason(build(), "error")
-    assert reason == "The audit fails on error: 1 node could not be audited (node-e); 3 errors on 2 nodes (node-b, node-d)."
+    assert reason == "The audit fails on error: 1 node could not be audited (node-e); 4 errors on 3 nodes (node-b, node-c, node-d)."
 
 
 def test_fail_on_warning():
     reason = ar.audit_fail_reason(build(), "warning")
     assert reason == ("The audit fails on warning: 1 node could not be audited (node-e); "
-                      "3 errors and 4 warnings on 3 nodes (node-b, node-c, node-d).")
+                      "4 errors and 4 warnings on 3 nodes (node-b, node-c, node-d).")
 
 
 def test_fail_on_levels():
     clean = build([node("a", cri_info=cri_info(10), kubelet_config=kubelet_config())])
     for level in ar.FAIL_ON:
         assert ar.audit_fail_reason(clean, level) is None
-    warn_only = build([node("a", cri_info=cri_info(90), kubelet_config=kubelet_config())])
+    # 85 %: over the high threshold, and exactly at imagefs.available 15 %, which is not yet below it (no eviction)
+    warn_only = build([node("a", cri_info=cri_info(85), kubelet_config=kubelet_config())])
     assert ar.audit_fail_reason(warn_only, "error") is None
     assert ar.audit_fail_reason(warn_only, "warning") == "The audit fails on warning: 1 warning on 1 node (a)."
     info_only = build([node("a", runtime_config=runtime_config([{"severity": "info", "code": "x", "message": "m"}]))])
@@ -530,7 +536,7 @@ def test_markdown_report_has_one_row_per_node():
     assert c[1] == "critical" and c[2] == "ok" and c[3] == "containerd 1.6.20~ds1" and c[5] == "91% (over)" and c[6] == "85%/80%"
     assert c[4] == "45.5 GiB / 50.0 GiB"     # filesystem use, as the usage percent counts it
     assert c[7].startswith("over by ") and c[8].startswith("over by ")
-    assert c[9] == "1 (700.0 MiB)" and c[10] == "2 (720.0 MiB)" and c[11] == "0/2/1" and c[12] == "0"
+    assert c[9] == "1 (700.0 MiB)" and c[10] == "2 (720.0 MiB)" and c[11] == "1/2/1" and c[12] == "0"
     e = split_cells(rows[3])
     assert e[1] == "failed" and e[3] == "-" and e[4] == "-" and e[5] == "-" and e[9] == "-"
     # fleet sections
