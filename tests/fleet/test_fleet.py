@@ -157,7 +157,7 @@ def audit(configured, before):
 
 def test_audit_report_json(audit, before):
     report_dir, report, proc = audit
-    assert report["schema_version"] == 1
+    assert report["schema_version"] == 2
     nodes = {n["host"]: n for n in report["nodes"]}
     assert sorted(nodes) == sorted(NODES)
     for name in ("node-a", "node-b", "node-c"):
