@@ -23,7 +23,7 @@ from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human
 from ansible_collections.kubenode.gc.plugins.plugin_utils._report_svg import line_chart, nice_bytes_max, sparkline
 
 HEALTH_HINT = {
-    "critical": "at the eviction threshold, or an error finding",
+    "critical": "evicting pods (imagefs below the eviction threshold), or an error finding",
     "failed": "could not be audited",
     "warning": "over the image GC high threshold, or a warning finding",
     "ok": "nothing to do",
