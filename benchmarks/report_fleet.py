@@ -70,7 +70,7 @@ def synthetic_node(rng, host, pool, usage_shift=0):
         return dict(host=host, error="Failed to connect to the host via ssh: ssh: connect to host %s port 22: Connection timed out" % host,
                     cri_info={"unreachable": True, "msg": "unreachable"}, kubelet_config=None, runtime_config=None,
                     image_gc_policy=None, image_gc_prune=None, container_gc=None, drift=[], metrics_file=None)
-    name, version, endpoint, pause, _ = rng.choices(RUNTIMES, weights=[r[4] for r in RUNTIMES])[0]
+    name, version, endpoint, pause = rng.choices(RUNTIMES, weights=[r[4] for r in RUNTIMES])[0][:4]
     capacity = rng.choice([40, 50, 100, 100, 200, 500]) * GiB
     high, low = (85, 80) if rng.random() < 0.8 else (90, 85)
     usage = min(99, max(5, int(rng.betavariate(2.2, 2.0) * 100) + usage_shift))
@@ -174,7 +174,7 @@ def build(n=1000, history_points=30, generated_at="2026-11-22T06:00:00Z"):
     times["json"] = time.perf_counter() - start
     start = time.perf_counter()
     # what the audit_history lookup does: read the earlier report.json files (here: this one, as often as there is history)
-    for _ in range(history_points):
+    for unused in range(history_points):  # pylint: disable=unused-variable
         _report_fleet.history_point(json.loads(text_json))
     times["history_read"] = time.perf_counter() - start
     start = time.perf_counter()

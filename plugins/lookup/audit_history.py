@@ -12,7 +12,7 @@ author: kubenode.gc contributors (@kubenode)
 short_description: Read earlier fleet audit reports from a history directory, reduced to what trend charts need
 description:
   - Reads the C(*.json) files of a directory on the controller, each a copy of an earlier C(report.json) of the
-    P(kubenode.gc.audit#playbook) playbook (schema version 1 or 2), and returns one history point per report - when it
+    C(kubenode.gc.audit) playbook (schema version 1 or 2), and returns one history point per report - when it
     was made, the number of nodes, the mean and highest image filesystem usage, the reclaimable bytes and each node's usage.
   - The newest O(keep) reports are read (by C(generated_at)); files that are not audit reports are skipped with a warning.
     A missing directory gives an empty list.

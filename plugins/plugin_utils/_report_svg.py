@@ -58,7 +58,7 @@ def line_chart(labels, series, title, y_format=_num, y_max=None, width=560, heig
     """
     left, right, top, bottom = 64, 12, 24, 36
     plot_w, plot_h = width - left - right, height - top - bottom
-    values = [v for _, _, ys in series for v in ys if v is not None]
+    values = [v for entry in series for v in entry[2] if v is not None]
     top_value = y_max if y_max is not None else (nice or _nice_max)(max(values) if values else 0)
     n = len(labels)
 
@@ -98,7 +98,7 @@ def line_chart(labels, series, title, y_format=_num, y_max=None, width=560, heig
 
 def sparkline(values, high=None, width=90, height=20, label=""):
     """A tiny usage trend: percent values (None for a gap) on a 0-100 scale, the high threshold as a faint line."""
-    points = [(i, v) for i, v in enumerate(values)]
+    points = list(enumerate(values))
     n = len(values)
     if not any(v is not None for v in values):
         return ""

@@ -102,7 +102,7 @@ class Browser:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise CdpError("Chromium did not answer in time.")
-            ready, _, _ = select.select([self._in], [], [], left)
+            ready = select.select([self._in], [], [], left)[0]
             if ready:
                 chunk = os.read(self._in, 1 << 20)
                 if not chunk:
