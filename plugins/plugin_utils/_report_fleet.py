@@ -179,11 +179,9 @@ def enrich(report, raw_nodes, top_images=TOP_IMAGES):
             else available - threshold_bytes,
         )
         if node["headroom"]["eviction_bytes"] is not None and node["headroom"]["eviction_bytes"] < 0:
-            node["findings"].append(dict(
-                source="audit", severity="error", code="eviction_threshold_reached",
-                message="The image filesystem %s has %s available, below the kubelet's hard eviction threshold imagefs.available %s "
-                        "(%s): the kubelet evicts pods to reclaim it." % (fs["mountpoint"] or "(unknown mountpoint)", human_bytes(available),
-                                                                         threshold, source)))
+            message = ("The image filesystem %s has %s available, below the kubelet's hard eviction threshold imagefs.available %s (%s): "
+                       "the kubelet evicts pods to reclaim it." % (fs["mountpoint"] or "(unknown mountpoint)", human_bytes(available), threshold, source))
+            node["findings"].append(dict(source="audit", severity="error", code="eviction_threshold_reached", message=message))
             node["findings"].sort(key=_finding_key)
         node["health"] = _health(node)
         if node["status"] != "failed":
