@@ -16,25 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ansible_collections.kubenode.gc.plugins.module_utils._findings import SEVERITIES, sort_findings
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import EVICTION_HARD
 from ansible_collections.kubenode.gc.plugins.module_utils._quantity import QuantityError, parse_quantity
+from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 
 # Worst first: the order of the node table and of the status counts.
 HEALTH = ("critical", "failed", "warning", "ok")
-SEVERITIES = ("error", "warning", "info")
 EVICTION_SIGNAL = "imagefs.available"
-DEFAULT_EVICTION = "15%"  # the kubelet's evictionHard default for imagefs.available
+DEFAULT_EVICTION = EVICTION_HARD[EVICTION_SIGNAL]  # the kubelet's evictionHard default for imagefs.available
 TOP_IMAGES = 50
 UNTAGGED = "<none>"
-
-
-def _int(value):
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _result(value):
@@ -75,10 +68,6 @@ def _eviction_threshold(kubelet):
         value = hard.get(EVICTION_SIGNAL)
         return (None if value is None else str(value)), "kubelet_config"
     return DEFAULT_EVICTION, "default"
-
-
-def _finding_key(finding):
-    return (SEVERITIES.index(finding["severity"]), finding["source"], finding["code"], finding["message"])
 
 
 def _health(node):
@@ -182,7 +171,7 @@ def enrich(report, raw_nodes, top_images=TOP_IMAGES):
             message = ("The image filesystem %s has %s available, below the kubelet's hard eviction threshold imagefs.available %s (%s): "
                        "the kubelet evicts pods to reclaim it." % (fs["mountpoint"] or "(unknown mountpoint)", human_bytes(available), threshold, source))
             node["findings"].append(dict(source="audit", severity="error", code="eviction_threshold_reached", message=message))
-            node["findings"].sort(key=_finding_key)
+            node["findings"] = sort_findings(node["findings"], by=("source", "code", "message"))
         node["health"] = _health(node)
         if node["status"] != "failed":
             per_node.append((node["host"], _node_images(raw)))
