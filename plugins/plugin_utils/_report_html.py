@@ -178,18 +178,6 @@ SCRIPT = r"""
   Array.prototype.forEach.call(document.querySelectorAll("[data-filter-text]"), function (a) {
     a.addEventListener("click", function () { q.value = a.getAttribute("data-filter-text"); health.value = ""; apply(); });
   });
-  // Per-node detail sits in <noscript> inside its <details>: plain HTML without JavaScript, and with it only text
-  // (no DOM to build or lay out for 1,000 nodes) until the reader opens the node.
-  document.addEventListener("toggle", function (event) {
-    var details = event.target;
-    if (!details.open || !details.classList || !details.classList.contains("node")) { return; }
-    var source = details.querySelector("noscript");
-    if (!source) { return; }
-    var body = document.createElement("div");
-    body.className = "node-body";
-    body.innerHTML = source.textContent;
-    details.replaceChild(body, source);
-  }, true);
   Array.prototype.forEach.call(document.querySelectorAll("a.host"), function (a) {
     a.addEventListener("click", function () {
       var target = document.getElementById(a.getAttribute("href").slice(1));
@@ -486,7 +474,7 @@ def _node_detail(node):
            % (e(host), e(host), e(host), node["health"], node["health"],
               "" if fs["usage_percent"] is None else "%s used, %d finding%s, %d drifted setting%s"
               % (_pct(fs["usage_percent"]), len(node["findings"]), "" if len(node["findings"]) == 1 else "s", len(node["drift"]),
-                 "" if len(node["drift"]) == 1 else "s")), "<noscript>"]
+                 "" if len(node["drift"]) == 1 else "s"))]
     if node["status"] == "failed":
         out.append('<p class="failed-box">Not audited: %s</p>' % e(node["error"]))
     elif fs["usage_percent"] is not None and fs["capacity_bytes"]:
@@ -519,7 +507,7 @@ def _node_detail(node):
                    "<tbody>%s</tbody></table>" % rows)
     else:
         out.append('<p class="none">No drift.</p>')
-    out.append("</noscript></details>")
+    out.append("</details>")
     return "".join(out)
 
 
