@@ -6,7 +6,10 @@
 # with reclaimable images, kubenode.gc.cleanup --check shows the plan, the real
 # cleanup frees the node down to its low threshold, and a second audit shows the
 # change in the report (./kubenode-gc-report, with its history directory).
-# KUBENODE_GC_DEMO_KEEP=1 leaves containerd running afterwards (stop it with
+# KUBENODE_GC_DEMO_RUNTIME picks the runtime: containerd-1.6 (Debian 12's, the
+# default), containerd-1.7 (Debian trixie's), containerd-2 (Debian sid's) or crio
+# (cri-o 1.37 from ../shared/runtimes or $KUBENODE_GC_CRIO_DIR).
+# KUBENODE_GC_DEMO_KEEP=1 leaves the runtime running afterwards (stop it with
 # "python -m devtools.cli down --workdir <dir>").
 set -euo pipefail
 
@@ -16,20 +19,25 @@ VENV=${KUBENODE_GC_VENV:-$ROOT/.venv}
 export PATH="$VENV/bin:$PATH"
 cd "$ROOT"
 
+RUNTIME=${KUBENODE_GC_DEMO_RUNTIME:-containerd-1.6}
+# containerd keeps each image twice (its packed content and the unpacked snapshot), cri-o once:
+# half the tmpfs gives cri-o the same fill level
+IMAGEFS_SIZE=160M
+[ "$RUNTIME" = crio ] && IMAGEFS_SIZE=80M
 WORKDIR=${KUBENODE_GC_DEMO_DIR:-$(mktemp -d /tmp/kubenode-gc-demo.XXXXXX)}
 cleanup() {
   if [ "${KUBENODE_GC_DEMO_KEEP:-0}" != 1 ]; then
     python -m devtools.cli down --workdir "$WORKDIR" || true
   else
-    echo "containerd left running: endpoint unix://$WORKDIR/containerd.sock"
+    echo "$RUNTIME left running: endpoint ${ENDPOINT:-unknown} (work dir $WORKDIR)"
   fi
 }
 trap cleanup EXIT
 
 # The sample images and pods fill about 73 % of this imagefs; the images in use
 # take about 35 %, so the node's policy (high 70 %, low 60 %) can be met.
-echo "==== starting containerd (root on a 160 MiB tmpfs) in $WORKDIR"
-ENDPOINT=$(python -m devtools.cli up --workdir "$WORKDIR" --imagefs-size 160M)
+echo "==== starting $RUNTIME (image filesystem on a $IMAGEFS_SIZE tmpfs) in $WORKDIR"
+ENDPOINT=$(python -m devtools.cli up --workdir "$WORKDIR" --imagefs-size "$IMAGEFS_SIZE" --runtime "$RUNTIME")
 echo "==== filling it with sample images and pods"
 python -m devtools.cli fill --workdir "$WORKDIR"
 
@@ -41,7 +49,7 @@ ansible-playbook -i localhost, -c local -e "ansible_python_interpreter=$VENV/bin
   -e "demo_cri_endpoint=$ENDPOINT" demo/cri_info.yml
 
 # The demo node's kubelet configuration and its inventory: this machine, reached
-# locally, with the embedded containerd's paths instead of a real node's.
+# locally, with the embedded runtime's paths instead of a real node's.
 mkdir -p "$WORKDIR/kubelet" "$WORKDIR/containers"
 cat >"$WORKDIR/kubelet/config.yaml" <<'YAML'
 # The demo node's kubelet configuration (a kubeadm-style file).
@@ -74,6 +82,9 @@ all:
       kubelet_gc_image_gc_low_threshold_percent: 60
       kubelet_gc_image_minimum_gc_age: 1s
       containerd_storage_config_path: $WORKDIR/config.toml
+      crio_storage_config_path: $WORKDIR/crio.conf
+      crio_storage_storage_conf_path: $WORKDIR/storage.conf
+      crio_storage_dropin_dir: $WORKDIR/crio.conf.d
 YAML
 
 echo "==== ansible-playbook kubenode.gc.audit (the node is over its high threshold)"

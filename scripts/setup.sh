@@ -7,7 +7,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${KUBENODE_GC_VENV:-$ROOT/.venv}
 
 APT_PACKAGES=(
-  containerd runc                  # the real runtime the harness starts
+  containerd runc                  # the real runtime the harness starts (containerd 1.6)
+  conmon skopeo libseccomp2 libsqlite3-0  # what cri-o (../shared/runtimes) needs beside it
   busybox-static                   # payload of the offline-built test images
   python3 python3-venv             # the project venv (controller side)
   python3-grpcio python3-protobuf  # Debian's CRI libraries: one leg of the module tests
@@ -41,3 +42,8 @@ if [ ! -x "$VENV/bin/python" ] || ! cmp -s "$ROOT/tests/requirements.txt" "$stam
   "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/tests/requirements.txt"
   cp "$ROOT/tests/requirements.txt" "$stamp"
 fi
+
+# containerd 1.7 (Debian trixie) and 2.x (Debian sid) for the runtime matrix: fetched once with a
+# private apt configuration into .cache/runtimes/containerd-<version>/ (the host's apt sources stay
+# untouched); cri-o comes from ../shared/runtimes or $KUBENODE_GC_CRIO_DIR.
+(cd "$ROOT" && "$VENV/bin/python" -m devtools.fetch >/dev/null)

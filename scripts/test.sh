@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Run every test of kubenode.gc on a Debian 12 machine, as root:
 #   generated-code drift check, ansible-test sanity, unit tests, and integration
-#   tests against a real containerd (modules run under both Debian's
-#   python3-grpcio/python3-protobuf and the newest grpcio/protobuf from PyPI).
+#   tests against every runtime of the matrix: containerd 1.6 (Debian 12), 1.7
+#   (trixie), 2.x (sid) and cri-o (../shared/runtimes or $KUBENODE_GC_CRIO_DIR);
+#   on containerd 1.6 the modules run under both Debian's python3-grpcio/
+#   python3-protobuf and the newest grpcio/protobuf from PyPI.
 #
 # Usage: bash scripts/test.sh [STEP...]   (no step: all of them, as CI does)
 #   steps: protogen sanity lint unit report integration molecule fleet
@@ -86,8 +88,9 @@ python -m pytest -p no:cacheprovider -s tests/report
 fi
 
 if want integration; then
-step "integration tests (real containerd)"
-python -m pytest -p no:cacheprovider tests/integration
+step "integration tests (real runtimes: containerd 1.6, 1.7, 2.x, cri-o)"
+# two workers; each runtime's tests stay on one worker (one runtime instance per module)
+python -m pytest -p no:cacheprovider -n 2 --dist loadgroup tests/integration
 fi
 
 if want fleet; then

@@ -80,6 +80,19 @@ def _imagefs(cri, policy_run):
     return out
 
 
+def _container_filesystems(cri):
+    """The ``kind: container`` entries of cri_info.imagefs: a split image filesystem (cri-o's imagestore)."""
+    filesystems = (cri or {}).get("imagefs")
+    out = []
+    for fs in filesystems if isinstance(filesystems, list) else []:
+        if isinstance(fs, Mapping) and fs.get("kind") == "container":
+            entry = {key: fs.get(key) for key in IMAGEFS_KEYS}
+            for key in IMAGEFS_KEYS[1:]:
+                entry[key] = _int(entry[key])
+            out.append(entry)
+    return out
+
+
 def _thresholds(kubelet):
     effective = (kubelet or {}).get("effective")
     if isinstance(effective, Mapping):
@@ -158,6 +171,7 @@ def _node(node):
         error=error,
         runtime=_runtime(cri),
         imagefs=imagefs,
+        container_filesystems=_container_filesystems(cri),
         thresholds=thresholds,
         over_high_threshold=over,
         images=dict(

@@ -62,13 +62,16 @@ def detect(records, images, in_use, detect_time, now, first_seen_hints=None):
 
 
 def protection(img, keep):
-    """Why an image may never be removed (first reason wins), or None."""
+    """Why an image may never be removed (first reason wins), or None.
+
+    The sandbox image is ``sandbox`` even when the runtime also reports it pinned (containerd 1.7.3+,
+    2.x and cri-o do): that is the truer reason."""
     if img.get("in_use"):
         return "in_use"
-    if img.get("pinned"):
-        return "pinned"
     if img.get("sandbox_image"):
         return "sandbox"
+    if img.get("pinned"):
+        return "pinned"
     if keep is not None and keep(img):
         return "keep_list"
     return None

@@ -314,17 +314,26 @@ def runtime_findings(runtime, current, changed, runtime_info, imagefs, device=de
         return [finding("info", "runtime_other", "The runtime at %s is %s, not %s; the runtime checks were skipped." % (endpoint, name or "unnamed", expected))]
     found = []
     root_key, image_key = ("root", "sandbox_image") if runtime == "containerd" else ("graphroot", "pause_image")
-    mounts = [fs["mountpoint"] for fs in imagefs if fs.get("kind") == "image" and fs.get("mountpoint")]
-    root = current.get(root_key)
-    if mounts and root:
-        root_dev = device(root)
-        if root_dev is not None and all(device(m) != root_dev for m in mounts):
+    # which configured path must be on which filesystem the runtime reports; with a CRI-O imagestore
+    # (a split image filesystem) images live there and containers under graphroot
+    places = [(root_key, "image")]
+    if runtime != "containerd" and current.get("imagestore"):
+        places = [("imagestore", "image"), (root_key, "container")]
+    for key, kind in places:
+        mounts = [fs["mountpoint"] for fs in imagefs if fs.get("kind") == kind and fs.get("mountpoint")]
+        if not mounts and kind == "container":
+            kind, mounts = "image", [fs["mountpoint"] for fs in imagefs if fs.get("kind") == "image" and fs.get("mountpoint")]
+        path = current.get(key)
+        if not (mounts and path):
+            continue
+        path_dev = device(path)
+        if path_dev is not None and all(device(m) != path_dev for m in mounts):
             found.append(
                 finding(
                     "warning",
                     "root_not_on_imagefs",
-                    "%s %s is not on the filesystem of the image filesystem %s that the runtime at %s reports%s."
-                    % (root_key, root, ", ".join(mounts), endpoint, later if root_key in changed else ""),
+                    "%s %s is not on the filesystem of the %s filesystem %s that the runtime at %s reports%s."
+                    % (key, path, kind, ", ".join(mounts), endpoint, later if key in changed else ""),
                 )
             )
     configured, running = current.get(image_key), runtime_info.get("sandbox_image")

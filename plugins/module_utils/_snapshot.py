@@ -15,10 +15,10 @@ tags or one of its repo digests.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
+from ansible_collections.kubenode.gc.plugins.module_utils import _sandbox_image
 from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import normalize_image_ref
 
 CONTAINER_STATES = {0: "created", 1: "running", 2: "exited", 3: "unknown"}
@@ -61,25 +61,7 @@ def statvfs_usage(mountpoint):
     }
 
 
-def sandbox_image_from_info(info):
-    """The sandbox (pause) image a runtime names in its verbose Status info, or None."""
-    raw = info.get("config") if info else None
-    if not raw:
-        return None
-    try:
-        config = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(config, dict):
-        return None
-    # containerd 1.x: "sandboxImage"; containerd 2.x: "pinnedImages": {"sandbox": ...}; cri-o: "pause_image"
-    for key in ("sandboxImage", "sandbox_image", "pause_image", "PauseImage"):
-        if isinstance(config.get(key), str) and config[key]:
-            return config[key]
-    pinned = config.get("pinnedImages") or config.get("PinnedImages")
-    if isinstance(pinned, dict) and isinstance(pinned.get("sandbox"), str) and pinned["sandbox"]:
-        return pinned["sandbox"]
-    return None
+sandbox_image_from_info = _sandbox_image.from_status_info
 
 
 class ImageIndex:
@@ -114,15 +96,20 @@ def image_users(images, containers):
     return {k: sorted(v) for k, v in users.items()}
 
 
-def read_runtime(client):
+def read_runtime(client, sandboxes=None):
+    """Version, endpoint and sandbox image (see _sandbox_image).
+
+    ``sandboxes``: a callable returning the node's sandbox records, read at most once per node read;
+    the sandbox list is needed only when the runtime's Status does not name its sandbox image."""
     version = client.version()
     status = client.status(verbose=True)
+    image, _source = _sandbox_image.discover(client, dict(status.info), sandboxes or (lambda: read_sandboxes(client)))
     return {
         "name": version.runtime_name,
         "version": version.runtime_version,
         "api_version": version.runtime_api_version,
         "endpoint": client.endpoint,
-        "sandbox_image": sandbox_image_from_info(dict(status.info)),
+        "sandbox_image": image,
     }
 
 
@@ -236,13 +223,20 @@ def read_node(client, gather=GATHER_CHOICES):
     """Read what ``gather`` asks for, with one RPC per list; returns a dict of internal records."""
     gather = set(gather)
     node = {}
+    read = {}
+
+    def sandboxes():
+        if "sandboxes" not in read:
+            read["sandboxes"] = read_sandboxes(client)
+        return read["sandboxes"]
+
     if gather & {"runtime", "images"}:
-        node["runtime"] = read_runtime(client)
+        node["runtime"] = read_runtime(client, sandboxes)
     if "imagefs" in gather:
         node["imagefs"] = read_imagefs(client)
         node["split_imagefs"] = split_imagefs(node["imagefs"])
     if gather & {"images", "containers", "sandboxes"}:
-        node["sandboxes"] = read_sandboxes(client)
+        node["sandboxes"] = sandboxes()
         node["containers"] = read_containers(client, node["sandboxes"])
     if "images" in gather:
         images = read_images(client)

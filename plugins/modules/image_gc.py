@@ -22,7 +22,8 @@ description:
     unspecified; here it is deterministic).
   - Never removed, whatever the options, images that any container in any state references (by image id, image ref,
     tag or repo digest); pinned images; the runtime's sandbox (pause) image even when the runtime reports it unpinned
-    (containerd 1.6 does); images matching O(keep_images); and images found in use during the run.
+    (containerd 1.6 does); images matching O(keep_images); and images found in use during the run. The sandbox image
+    counts as C(sandbox) in RV(kept) also where the runtime reports it pinned (containerd 1.7.3+, 2.x, cri-o).
   - Differences from the kubelet, on purpose.
     The kubelet keeps C(first_detected) and C(last_used) in memory and loses them on restart; this module keeps them in a
     ledger file (O(ledger_path)) across runs, so O(min_age) and O(max_age) mean the same after any restart.

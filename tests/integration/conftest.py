@@ -1,11 +1,20 @@
 # Copyright (c) kubenode.gc contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Integration fixtures: the built-and-installed collection, ansible-playbook, and a real containerd.
+"""Integration fixtures: the built-and-installed collection, ansible-playbook, and real runtimes.
 
 Modules run through ``ansible-playbook`` against localhost, from the collection
-tarball that ``ansible-galaxy collection build`` makes of this checkout, once
-per managed-node interpreter:
+tarball that ``ansible-galaxy collection build`` makes of this checkout.
+
+Every test that uses the ``runtime`` fixture runs on every runtime of the matrix
+(``devtools.runtimes``; test ids ctrd16, ctrd17, ctrd2, crio), one runtime instance
+per test module and runtime.  cri-o is in the matrix when its binaries are there
+(``../shared/runtimes`` or ``KUBENODE_GC_CRIO_DIR``); without them the session ends
+with one loud line saying it was not tested.  ``KUBENODE_GC_TEST_RUNTIMES=name,...``
+narrows the matrix.
+
+Tests that take ``interpreter`` run once per managed-node interpreter on containerd 1.6
+and under the first interpreter only on the other runtimes:
 
 * ``debian``: /usr/bin/python3 with Debian 12's python3-grpcio and python3-protobuf;
 * ``pypi``: the project venv, with the newest grpcio and protobuf from PyPI.
@@ -23,8 +32,8 @@ import sys
 import pytest
 import yaml
 
+from devtools import runtimes
 from devtools.collection import REPO
-from devtools.containerd import EmbeddedContainerd
 
 BIN = os.path.dirname(sys.executable)
 
@@ -37,9 +46,43 @@ def _interpreters():
 INTERPRETERS = _interpreters()
 
 
+def _runtimes():
+    wanted = os.environ.get("KUBENODE_GC_TEST_RUNTIMES")
+    names = [n.strip() for n in wanted.split(",") if n.strip()] if wanted else list(runtimes.NAMES)
+    unknown = set(names) - set(runtimes.NAMES)
+    if unknown:
+        raise pytest.UsageError("KUBENODE_GC_TEST_RUNTIMES names unknown runtimes %s (known: %s)" % (sorted(unknown), ", ".join(runtimes.NAMES)))
+    return [n for n in names if runtimes.available(n)], [n for n in names if not runtimes.available(n)]
+
+
+RUNTIMES, MISSING_RUNTIMES = _runtimes()
+
+
+def _param(runtime_name, *values, interpreter=None):
+    test_id = runtimes.TEST_IDS[runtime_name] + ("-" + interpreter if interpreter else "")
+    # one xdist group per runtime: its tests run on one worker, which starts it once per module
+    return pytest.param(runtime_name, *values, id=test_id, marks=pytest.mark.xdist_group(runtimes.TEST_IDS[runtime_name]))
+
+
 def pytest_generate_tests(metafunc):
-    if "interpreter" in metafunc.fixturenames:
+    names = metafunc.fixturenames
+    if "runtime_name" in names and "interpreter" in names:
+        params = []
+        for rt in RUNTIMES:
+            pairs = INTERPRETERS if rt == runtimes.DEFAULT else INTERPRETERS[:1]
+            params += [_param(rt, path, interpreter=name) for name, path in pairs]
+        metafunc.parametrize(("runtime_name", "interpreter"), params, scope="module")
+    elif "runtime_name" in names:
+        metafunc.parametrize("runtime_name", [_param(rt) for rt in RUNTIMES], scope="module")
+    elif "interpreter" in names:
         metafunc.parametrize("interpreter", [path for name, path in INTERPRETERS], ids=[name for name, path in INTERPRETERS])
+
+
+def pytest_terminal_summary(terminalreporter):
+    if "crio" in MISSING_RUNTIMES:
+        terminalreporter.write_line(
+            "!!!!! cri-o was NOT tested: no crio/pinns binaries in ../shared/runtimes and %s is unset !!!!!" % runtimes.CRIO_DIR_ENV, red=True, bold=True
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -131,21 +174,21 @@ def ansible(collections_path, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def containerd():
-    """One real containerd per test module, on a 128 MiB tmpfs imagefs."""
-    ctrd = EmbeddedContainerd(imagefs_size="128M")
-    ctrd.start()
+def runtime_instance(runtime_name):
+    """One real runtime per test module and runtime of the matrix, on a 128 MiB tmpfs imagefs."""
+    rt = runtimes.make(runtime_name, imagefs_size="128M")
+    rt.start()
     try:
-        yield ctrd
+        yield rt
     finally:
-        ctrd.stop()
+        rt.stop()
 
 
 @pytest.fixture
-def runtime(containerd):
-    """The module's containerd, emptied to just its sandbox image before each test."""
-    containerd.reset()
-    return containerd
+def runtime(runtime_instance):
+    """The module's runtime, emptied to just its sandbox image before each test."""
+    runtime_instance.reset()
+    return runtime_instance
 
 
 @contextlib.contextmanager

@@ -1,7 +1,7 @@
 # Copyright (c) kubenode.gc contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""kubenode.gc.image_gc against a real containerd on a small tmpfs: what is left in the runtime afterwards."""
+"""kubenode.gc.image_gc against every real runtime on a small tmpfs: what is left in the runtime afterwards."""
 
 import json
 import os
@@ -13,12 +13,14 @@ from ansible_collections.kubenode.gc.plugins.module_utils._common import params_
 from ansible_collections.kubenode.gc.plugins.modules import image_gc
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient, CriError
 from devtools.images import ImageSpec
+from tests.integration.expectations import expect
 
 MIB = 1 << 20
 
 
 def tags_left(runtime):
-    return {r for r in runtime.ctr("images", "ls", "-q").split() if not r.startswith("sha256:")}
+    """The tags the runtime's own tool (ctr, crictl) lists."""
+    return runtime.image_refs()["tags"]
 
 
 def usage(runtime):
@@ -73,6 +75,8 @@ def test_prune_removes_only_unprotected_images_and_check_mode_predicts_it(ansibl
     assert {t for r in real["removed"] for t in r["repo_tags"]} == {"docker.io/library/junk-%s:1" % x for x in "abc"}
     assert {r["reason"] for r in real["removed"]} == {"prune"}
     assert tags_left(runtime) == PROTECTED | {runtime.sandbox_image}
+    # "sandbox" on every runtime, also where the runtime reports its sandbox image pinned
+    assert [i.pinned for i in runtime.client.list_images() if runtime.sandbox_image in i.repo_tags] == [expect(runtime).sandbox_pinned]
     assert real["kept"] == {"in_use": 3, "pinned": 0, "sandbox": 1, "keep_list": 1, "too_young": 0, "recently_used": 0, "not_needed": 0}
     assert real["changed"] is True and real["errors"] == []
     assert real["bytes_freed_estimated"] == sum(r["size"] for r in real["removed"])

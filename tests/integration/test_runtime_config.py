@@ -1,7 +1,7 @@
 # Copyright (c) kubenode.gc contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""kubenode.gc.runtime_config on files in tmp_path, and its runtime findings against a real containerd."""
+"""kubenode.gc.runtime_config on files in tmp_path, and its runtime findings against every real runtime."""
 
 import os
 import re
@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from tests.integration.conftest import read_only_tmpfs
+from tests.integration.expectations import rpc_calls
 
 MODULE = "kubenode.gc.runtime_config"
 
@@ -263,45 +264,72 @@ def test_crio_read_only_mismatch(ansible, tmp_path, interpreter):
     assert state(storage, crio) == before
 
 
-# -- against the real containerd ---------------------------------------------------------
+# -- against the real runtimes ----------------------------------------------------------
 
 
-def copy_config(runtime, tmp_path, **replace):
-    text = open(runtime.config_path).read()
+def _copy(src, dest, replace):
+    text = open(src).read()
     for key, value in replace.items():
         text, count = re.subn(r'(?m)^(\s*%s = )".*"$' % key, r'\1"%s"' % value, text)
         assert count == 1, key
-    return write(tmp_path / "config.toml", text)
+    return write(dest, text)
 
 
-def test_runtime_findings_against_containerd(ansible, runtime, tmp_path, interpreter):
-    # its own config: root on the imagefs, same sandbox image
-    res = ok(run(ansible, {"runtime": "containerd", "path": runtime.config_path, "cri_endpoint": runtime.endpoint, "query_runtime": True}, interpreter))
-    assert res["changed"] is False and res["current"]["root"] == runtime.root
-    assert res["rpc_calls"] == {"Version": 1, "Status": 1, "ImageFsInfo": 1}
+def config_args(runtime, tmp_path, **replace):
+    """runtime_config arguments for a copy of the runtime's own config files, with ``replace``
+    (root, sandbox_image, imagestore) applied where this runtime keeps them."""
+    if runtime.kind == "containerd":
+        keys = {"root": "root", "sandbox_image": "sandbox_image" if runtime.major < 2 else "sandbox"}
+        path = _copy(runtime.config_path, tmp_path / "config.toml", {keys[k]: v for k, v in replace.items()})
+        return {"runtime": "containerd", "path": path}
+    # CRI-O: crio.conf's [crio] overrides storage.conf, so a path changes in both
+    crio_keys = {"root": "root", "sandbox_image": "pause_image", "imagestore": "imagestore"}
+    storage_keys = {"root": "graphroot", "imagestore": "imagestore"}
+    crio = _copy(runtime.config_path, tmp_path / "crio.conf", {crio_keys[k]: v for k, v in replace.items()})
+    storage = _copy(runtime.storage_conf, tmp_path / "storage.conf", {storage_keys[k]: v for k, v in replace.items() if k in storage_keys})
+    return {"runtime": "crio", "path": crio, "storage_path": storage, "dropin_dir": runtime.dropin_dir}
+
+
+def test_runtime_findings_against_the_running_runtime(ansible, runtime, tmp_path, interpreter):
+    crio = runtime.kind == "cri-o"
+    root_key, image_key = ("graphroot", "pause_image") if crio else ("root", "sandbox_image")
+    query = {"cri_endpoint": runtime.endpoint, "query_runtime": True}
+    # its own config: root (and imagestore) on the filesystems it reports, same sandbox image
+    res = ok(run(ansible, dict(config_args(runtime, tmp_path), **query), interpreter))
+    assert res["changed"] is False and res["current"][root_key] == runtime.root
+    if crio:
+        assert res["current"]["imagestore"] == runtime.imagestore
+    assert res["rpc_calls"] == rpc_calls(runtime, {"Version": 1, "Status": 1, "ImageFsInfo": 1}, pods=False)
     assert res["findings"] == []
 
-    # root elsewhere (tmp_path is not on the imagefs tmpfs), as the file says and as a change
+    # root elsewhere (tmp_path is on no tmpfs of the runtime), as the file says and as a change
     assert os.stat(str(tmp_path)).st_dev != os.stat(runtime.imagefs_mountpoint).st_dev
-    elsewhere = copy_config(runtime, tmp_path, root=str(tmp_path / "root"))
-    res = ok(run(ansible, {"runtime": "containerd", "path": elsewhere, "cri_endpoint": runtime.endpoint, "query_runtime": True}, interpreter))
+    res = ok(run(ansible, dict(config_args(runtime, tmp_path, root=str(tmp_path / "root")), **query), interpreter))
     assert codes(res) == ["root_not_on_imagefs"]
-    assert res["findings"][0]["message"] == "root %s is not on the filesystem of the image filesystem %s that the runtime at %s reports." % (
+    # with cri-o's imagestore, graphroot holds the containers: it belongs on the container filesystem
+    kind, mount = ("container", runtime.containerfs_mountpoint) if crio else ("image", runtime.imagefs_mountpoint)
+    assert res["findings"][0]["message"] == "%s %s is not on the filesystem of the %s filesystem %s that the runtime at %s reports." % (
+        root_key,
         tmp_path / "root",
-        runtime.imagefs_mountpoint,
+        kind,
+        mount,
         runtime.endpoint,
     )
-    moved = copy_config(runtime, tmp_path)
-    args = {"runtime": "containerd", "path": moved, "cri_endpoint": runtime.endpoint, "query_runtime": True, "settings": {"root": str(tmp_path / "new")}}
+    args = dict(config_args(runtime, tmp_path), settings={root_key: str(tmp_path / "new")}, **query)
     res = ok(run(ansible, args, interpreter))
     assert res["changed"] is True and codes(res) == ["root_not_on_imagefs"]
     assert res["findings"][0]["message"].endswith(" (a restart applies the new value).")
+    if crio:
+        res = ok(run(ansible, dict(config_args(runtime, tmp_path, imagestore=str(tmp_path / "store")), **query), interpreter))
+        assert [f["message"] for f in res["findings"]] == [
+            "imagestore %s is not on the filesystem of the image filesystem %s that the runtime at %s reports." % (tmp_path / "store", runtime.imagefs_mountpoint, runtime.endpoint)
+        ]
 
     # another sandbox image
-    other = copy_config(runtime, tmp_path, sandbox_image="registry.k8s.io/pause:3.10")
-    res = ok(run(ansible, {"runtime": "containerd", "path": other, "cri_endpoint": runtime.endpoint, "query_runtime": True}, interpreter))
+    res = ok(run(ansible, dict(config_args(runtime, tmp_path, sandbox_image="registry.k8s.io/pause:3.10"), **query), interpreter))
     assert codes(res) == ["sandbox_image_mismatch"]
-    assert res["findings"][0]["message"] == "The config sets sandbox_image registry.k8s.io/pause:3.10 but the runtime at %s uses %s." % (
+    assert res["findings"][0]["message"] == "The config sets %s registry.k8s.io/pause:3.10 but the runtime at %s uses %s." % (
+        image_key,
         runtime.endpoint,
         runtime.sandbox_image,
     )
@@ -315,13 +343,18 @@ def test_unreachable_runtime_is_an_info_finding(ansible, tmp_path, interpreter):
     assert endpoint in res["findings"][0]["message"]
 
 
-def test_validate_with_containerd_config_dump(ansible, runtime, tmp_path):
-    path = copy_config(runtime, tmp_path)
-    res = ok(run(ansible, {"runtime": "containerd", "path": path, "settings": {"snapshotter": "native"}, "validate": "containerd --config %s config dump"}))
+def test_validate_with_the_runtimes_own_config_check(ansible, runtime, tmp_path):
+    """validate runs the runtime's own parser on the new file: containerd config dump, crio config."""
+    args = config_args(runtime, tmp_path)
+    if runtime.kind == "containerd":
+        check, setting, shown = runtime.binary("containerd") + " --config %s config dump", {"snapshotter": "native"}, "snapshotter = .native."
+    else:
+        check = runtime.binary("crio") + " --config %s --config-dir " + runtime.dropin_dir + " config"
+        setting, shown = {"pause_image": "registry.k8s.io/pause:3.10"}, "pause_image = .registry.k8s.io/pause:3.10."
+    res = ok(run(ansible, dict(args, settings=setting, validate=check)))
     assert res["changed"] is True
-    assert 'snapshotter = "native"' in open(path).read()
-    dumped = subprocess.run(["containerd", "--config", path, "config", "dump"], capture_output=True, text=True, check=True).stdout
-    assert 'snapshotter = "native"' in dumped
+    dumped = subprocess.run((check % args["path"]).split(), capture_output=True, text=True, check=True).stdout
+    assert re.search(shown, dumped), dumped[:2000]
 
 
 def test_failing_validate_writes_nothing(ansible, tmp_path):

@@ -122,8 +122,8 @@ def by_host(report):
 
 
 # ---------------------------------------------------------------------------------------------- the report
-NODE_KEYS = {"host", "status", "health", "error", "runtime", "imagefs", "thresholds", "headroom", "over_high_threshold", "images",
-             "containers", "findings", "drift", "parts_failed", "metrics_file"}
+NODE_KEYS = {"host", "status", "health", "error", "runtime", "imagefs", "container_filesystems", "thresholds", "headroom",
+             "over_high_threshold", "images", "containers", "findings", "drift", "parts_failed", "metrics_file"}
 
 
 def test_schema_fields_and_types():
@@ -572,3 +572,15 @@ def test_summary_line():
     assert line == ("5 nodes, health: 3 critical, 1 failed, 1 ok; 1 over the high threshold; usage mean 63.7%, max 91%; "
                     "reclaimable 700.0 MiB (policy), 1.4 GiB (prune).")
     assert line.endswith(".")
+
+
+def test_split_image_filesystem_shows_both():
+    cri = {"changed": False, "imagefs": [
+        {"kind": "image", "mountpoint": "/var/lib/images/overlay-images", "capacity_bytes": 100, "used_bytes": 1, "available_bytes": 40, "usage_percent": 60},
+        {"kind": "container", "mountpoint": "/var/lib/containers/overlay-containers", "capacity_bytes": 200, "used_bytes": 2, "available_bytes": 150, "usage_percent": 25},
+    ]}
+    out = ar.audit_report([node("n1", cri_info=cri)])["nodes"][0]
+    assert out["imagefs"]["mountpoint"] == "/var/lib/images/overlay-images" and out["imagefs"]["usage_percent"] == 60
+    assert out["container_filesystems"] == [
+        {"mountpoint": "/var/lib/containers/overlay-containers", "capacity_bytes": 200, "used_bytes": 2, "available_bytes": 150, "usage_percent": 25}
+    ]

@@ -309,6 +309,14 @@ def test_ig20_delete_unused_images_exempt_sandbox_image():
     assert result.kept["pinned"] == 1
 
 
+def test_sandbox_image_the_runtime_also_pins_is_kept_as_sandbox():
+    # containerd 1.7.3+, 2.x and cri-o report their sandbox image pinned: "sandbox" is the truer reason
+    images = [image("pause", 1024, pinned=True, sandbox_image=True), image("other", 1024, pinned=True)]
+    result = delete_unused(images, {}, set(), T)
+    assert result.removals == []
+    assert result.kept["sandbox"] == 1 and result.kept["pinned"] == 1
+
+
 def test_ig21_delete_pinned_image():
     # two ListImages entries with the same id: the last (unpinned) one wins
     images = [img(1, 1024, pinned=True), img(1, 1024, pinned=False)]

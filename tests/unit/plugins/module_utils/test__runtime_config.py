@@ -452,6 +452,24 @@ def test_runtime_findings():
     assert [(f["severity"], f["code"]) for f in other] == [("info", "runtime_other")]
 
 
+def test_runtime_findings_crio_split_imagefs():
+    # with an imagestore, images must be on the image filesystem and graphroot on the container filesystem
+    devices = {"/var/lib/images": 1, "/var/lib/images/overlay-images": 1, "/var/lib/containers": 2, "/var/lib/containers/overlay-containers": 2, "/data": 3}
+    imagefs = [{"kind": "image", "mountpoint": "/var/lib/images/overlay-images"}, {"kind": "container", "mountpoint": "/var/lib/containers/overlay-containers"}]
+    info = {"name": "cri-o", "endpoint": "unix:///run/crio/crio.sock", "sandbox_image": "registry.k8s.io/pause:3.10"}
+    good = dict(graphroot="/var/lib/containers", imagestore="/var/lib/images", pause_image="registry.k8s.io/pause:3.10")
+    assert rc.runtime_findings("crio", good, [], info, imagefs, devices.get) == []
+    bad_store = rc.runtime_findings("crio", dict(good, imagestore="/data"), [], info, imagefs, devices.get)
+    assert [f["message"] for f in bad_store] == [
+        "imagestore /data is not on the filesystem of the image filesystem /var/lib/images/overlay-images that the runtime at unix:///run/crio/crio.sock reports."
+    ]
+    bad_root = rc.runtime_findings("crio", dict(good, graphroot="/data"), ["graphroot"], info, imagefs, devices.get)
+    assert [f["message"] for f in bad_root] == [
+        "graphroot /data is not on the filesystem of the container filesystem /var/lib/containers/overlay-containers that the runtime at "
+        "unix:///run/crio/crio.sock reports (a restart applies the new value)."
+    ]
+
+
 def test_device_of_uses_the_nearest_existing_parent(tmp_path):
     assert rc.device_of(str(tmp_path / "not" / "there")) == rc.device_of(str(tmp_path))
 

@@ -1,0 +1,164 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Where the runtimes of the test matrix come from, fetched into a cache when missing.
+
+* containerd 1.6: Debian 12's ``containerd`` package (scripts/setup.sh installs it);
+* containerd 1.7 and 2.x: Debian trixie's and sid's ``containerd`` packages, fetched with a
+  private apt configuration (own sources list naming the host's Debian mirror with suite
+  trixie/sid, own state and cache directories, an empty dpkg status) by ``apt-get download``
+  and unpacked with ``dpkg -x`` into ``.cache/runtimes/containerd-<version>/``.  The host's
+  apt sources, lists and caches are never touched.  Their binaries run on Debian 12;
+* cri-o: prebuilt binaries in ``$KUBENODE_GC_CRIO_DIR``, by default ``../shared/runtimes``
+  next to this checkout (conmon, runc and skopeo come from Debian 12's packages).
+
+``python -m devtools.fetch`` fetches every containerd build that is missing (the set-up
+command runs it) and prints what the matrix will use.
+"""
+
+import fcntl
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from .collection import REPO
+
+CACHE = os.environ.get("KUBENODE_GC_RUNTIME_CACHE") or os.path.join(REPO, ".cache", "runtimes")
+CRIO_DIR_ENV = "KUBENODE_GC_CRIO_DIR"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+DEFAULT_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+# release line -> Debian suite whose containerd package is that line
+CONTAINERD_SUITES = {"1.7": "trixie", "2": "sid"}
+
+
+def crio_dir():
+    """The directory with cri-o's ``crio`` and ``pinns`` binaries, or None when there is none."""
+    path = os.environ.get(CRIO_DIR_ENV) or os.path.join(os.path.dirname(REPO), "shared", "runtimes")
+    if all(os.access(os.path.join(path, b), os.X_OK) for b in ("crio", "pinns")):
+        return os.path.realpath(path)
+    return None
+
+
+def host_mirror(paths=None):
+    """(URI, keyring) of the host's Debian archive (not -security), as its apt sources name it."""
+    paths = paths or sorted(glob.glob("/etc/apt/sources.list.d/*.sources")) + ["/etc/apt/sources.list"] + sorted(glob.glob("/etc/apt/sources.list.d/*.list"))
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError:
+            continue
+        if path.endswith(".sources"):
+            for stanza in re.split(r"\n\s*\n", text):
+                fields = {}
+                for line in stanza.splitlines():
+                    key, sep, value = line.partition(":")
+                    if sep and not line.startswith((" ", "\t", "#")):
+                        fields[key.strip().lower()] = value.strip()
+                suites = fields.get("suites", "").split()
+                if fields.get("types", "deb").split()[0] == "deb" and any(not s.endswith("-security") for s in suites) and "debian" in fields.get("uris", ""):
+                    if "-security" not in fields.get("uris", ""):
+                        return fields["uris"].split()[0], fields.get("signed-by") or DEFAULT_KEYRING
+        else:
+            for line in text.splitlines():
+                m = re.match(r"^deb\s+(?:\[([^\]]*)\]\s+)?(\S+)\s+(\S+)", line.strip())
+                if m and "debian" in m.group(2) and "security" not in m.group(2) and not m.group(3).endswith("-security"):
+                    keyring = re.search(r"signed-by=(\S+)", m.group(1) or "")
+                    return m.group(2), keyring.group(1) if keyring else DEFAULT_KEYRING
+    return DEFAULT_MIRROR, DEFAULT_KEYRING
+
+
+def upstream_version(debian_version):
+    """'1.7.24~ds1-6+deb13u1' -> '1.7.24'; '1:2.1.9+ds1-5' -> '2.1.9'."""
+    version = debian_version.split(":", 1)[-1]
+    return re.split(r"[~+-]", version, maxsplit=1)[0]
+
+
+def _cached(line):
+    found = []
+    for path in glob.glob(os.path.join(CACHE, "containerd-%s.*" % line)):
+        if os.path.exists(os.path.join(path, ".complete")):
+            version = os.path.basename(path)[len("containerd-"):]
+            found.append((tuple(int(p) for p in version.split(".") if p.isdigit()), path))
+    return max(found)[1] if found else None
+
+
+def _apt(workdir, *args):
+    opts = [
+        "-o", "Dir::Etc::SourceList=%s/sources.list" % workdir,
+        "-o", "Dir::Etc::SourceParts=%s/sources.list.d" % workdir,
+        "-o", "Dir::Etc::Preferences=%s/preferences" % workdir,
+        "-o", "Dir::Etc::PreferencesParts=%s/preferences.d" % workdir,
+        "-o", "Dir::State=%s/state" % workdir,
+        "-o", "Dir::State::status=%s/state/status" % workdir,
+        "-o", "Dir::Cache=%s/cache" % workdir,
+        "-o", "APT::Sandbox::User=root",
+        "-o", "Debug::NoLocking=1",
+        "-qq",
+    ]
+    out = subprocess.run(["apt-get"] + opts + list(args), cwd=os.path.join(workdir, "debs"), capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError("apt-get %s (private config in %s) failed (%d): %s" % (" ".join(args), workdir, out.returncode, out.stderr.strip()))
+    return out.stdout
+
+
+def fetch_containerd(line, log=sys.stderr):
+    """Download Debian's containerd package of ``line`` (see CONTAINERD_SUITES) and unpack it into the cache."""
+    suite = CONTAINERD_SUITES[line]
+    mirror, keyring = host_mirror()
+    os.makedirs(CACHE, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="apt-%s-" % suite, dir=CACHE)
+    try:
+        for d in ("sources.list.d", "preferences.d", "state/lists/partial", "cache/archives/partial", "debs"):
+            os.makedirs(os.path.join(work, d))
+        open(os.path.join(work, "state", "status"), "w", encoding="utf-8").close()
+        with open(os.path.join(work, "sources.list"), "w", encoding="utf-8") as f:
+            f.write("deb [signed-by=%s] %s %s main\n" % (keyring, mirror, suite))
+        log.write("fetching containerd from Debian %s (%s)\n" % (suite, mirror))
+        _apt(work, "update")
+        _apt(work, "download", "containerd")
+        (deb,) = glob.glob(os.path.join(work, "debs", "containerd_*.deb"))
+        debian_version = subprocess.run(["dpkg-deb", "-f", deb, "Version"], capture_output=True, text=True, check=True).stdout.strip()
+        version = upstream_version(debian_version)
+        if not (version == line or version.startswith(line + ".")):
+            raise RuntimeError("Debian %s's containerd is %s, not a %s release" % (suite, debian_version, line))
+        dest = os.path.join(CACHE, "containerd-%s" % version)
+        unpacked = os.path.join(work, "root")
+        subprocess.run(["dpkg", "-x", deb, unpacked], check=True)
+        shutil.rmtree(dest, ignore_errors=True)
+        os.rename(os.path.join(unpacked, "usr", "bin"), dest)
+        with open(os.path.join(dest, ".complete"), "w", encoding="utf-8") as f:
+            f.write("containerd %s from Debian %s (%s)\n" % (debian_version, suite, mirror))
+        return dest
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def containerd_bin_dir(line, fetch=True):
+    """Directory with containerd, ctr and the runc shim of ``line``; None means Debian 12's own (on PATH)."""
+    if line == "1.6":
+        return None
+    found = _cached(line)
+    if found or not fetch:
+        return found
+    os.makedirs(CACHE, exist_ok=True)
+    with open(os.path.join(CACHE, ".lock"), "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two test workers may want it at once
+        return _cached(line) or fetch_containerd(line)
+
+
+def main():
+    for line in CONTAINERD_SUITES:
+        print("containerd %-4s %s" % (line, containerd_bin_dir(line)))
+    found = crio_dir()
+    print("cri-o          %s" % (found or "NOT FOUND (set %s or provide ../shared/runtimes): cri-o will not be tested" % CRIO_DIR_ENV))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Where the runtimes of the matrix really differ on the wire: one explicit expectation each.
+
+Tests assert these per runtime instead of skipping: a difference that changes is a failure.
+"""
+
+import collections
+
+Expect = collections.namedtuple(
+    "Expect",
+    [
+        "runtime_name",  # CRI Version runtime_name
+        "sandbox_pinned",  # the runtime reports its sandbox image pinned itself
+        "bare_hex_ids",  # image ids without "sha256:"
+        "image_ref",  # a container's image_ref: "id" (the image id) or "digest" (a repo digest)
+        "container_filesystems",  # ImageFsInfo also reports container filesystems (split: imagestore)
+        "repo_digests",  # images imported offline have repo digests
+        "sandbox_image_in_status",  # the verbose Status info names the sandbox image (else: a sandbox's info, the config)
+    ],
+)
+
+EXPECT = {
+    "containerd-1.6": Expect("containerd", False, False, "id", False, False, True),
+    "containerd-1.7": Expect("containerd", True, False, "id", False, False, True),
+    "containerd-2": Expect("containerd", True, False, "id", False, False, False),
+    "crio": Expect("cri-o", True, True, "digest", True, True, True),
+}
+
+
+def expect(runtime):
+    return EXPECT[runtime.name]
+
+
+def rpc_calls(runtime, calls, pods):
+    """``calls`` plus what finding the sandbox image costs on this runtime: nothing when its Status
+    names it; else one PodSandboxStatus when a pod exists (and the sandbox list, when not read anyway)."""
+    calls = dict(calls)
+    if not expect(runtime).sandbox_image_in_status and ("Status" in calls):
+        calls.setdefault("ListPodSandbox", 1)
+        if pods:
+            calls["PodSandboxStatus"] = 1
+    return calls
