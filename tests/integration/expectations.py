@@ -18,14 +18,15 @@ Expect = collections.namedtuple(
         "container_filesystems",  # ImageFsInfo also reports container filesystems (split: imagestore)
         "repo_digests",  # images imported offline have repo digests
         "sandbox_image_in_status",  # the verbose Status info names the sandbox image (else: a sandbox's info, the config)
+        "log_at_create",  # a container's log file exists once it is created (cri-o starts conmon then), not only once started
     ],
 )
 
 EXPECT = {
-    "containerd-1.6": Expect("containerd", False, False, "id", False, False, True),
-    "containerd-1.7": Expect("containerd", True, False, "id", False, False, True),
-    "containerd-2": Expect("containerd", True, False, "id", False, False, False),
-    "crio": Expect("cri-o", True, True, "digest", True, True, True),
+    "containerd-1.6": Expect("containerd", False, False, "id", False, False, True, False),
+    "containerd-1.7": Expect("containerd", True, False, "id", False, False, True, False),
+    "containerd-2": Expect("containerd", True, False, "id", False, False, False, False),
+    "crio": Expect("cri-o", True, True, "digest", True, True, True, True),
 }
 
 

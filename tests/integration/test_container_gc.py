@@ -1,13 +1,14 @@
 # Copyright (c) kubenode.gc contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""kubenode.gc.container_gc against a real containerd: which containers, sandboxes and log paths remain."""
+"""kubenode.gc.container_gc against every real runtime: which containers, sandboxes and log paths remain."""
 
 import os
 
 import pytest
 
 from devtools.images import ImageSpec
+from tests.integration.expectations import expect
 
 
 def containers_left(runtime):
@@ -82,6 +83,8 @@ def test_defaults_keep_the_last_dead_container_of_every_container(ansible, runti
         assert not os.path.lexists(os.path.join(links, "%s_default_%s-%s.log" % (pod, name, ids[key])))
     assert os.path.exists(log_file(runtime, node["web"], "app", 2))
     assert os.path.lexists(os.path.join(links, "web_default_app-%s.log" % ids["app2"]))
+    # log paths: every runtime writes <log_directory>/<name>/<attempt>.log; cri-o creates it at CreateContainer
+    assert os.path.exists(log_file(runtime, node["web"], "init", 0)) is expect(runtime).log_at_create
     assert set(res["diff"]["before"]["containers"]) - set(res["diff"]["after"]["containers"]) == {ids["app0"], ids["app1"], ids["task0"]}
     assert res["rpc_calls"] == {"ListPodSandbox": 1, "ListContainers": 2, "RemoveContainer": 3}
     assert sandboxes_left(runtime) == {node["web"][0], node["job"][0]}
