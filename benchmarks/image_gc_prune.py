@@ -1,16 +1,16 @@
 # Copyright (c) kubenode.gc contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Benchmark (not a test): prune N images with image_gc against the raw RPC floor, on a real containerd.
+"""Benchmark (not a test): prune N images with image_gc against the raw RPC floor, on a real runtime.
 
-    python -m benchmarks.image_gc_prune [--images 500] [--parallelism 8]
+    python -m benchmarks.image_gc_prune [--images 500] [--parallelism 8] [--runtime containerd-1.6|containerd-1.7|containerd-2|crio]
 
-Same run, same containerd:
+Same run, same runtime (containerd 1.6 by default):
 1. import N images and remove them with one RemoveImage call at a time (the floor a
    sequential client such as the kubelet pays), timing only the calls;
 2. import N other images and run image_gc's executor in prune mode, timing the whole run
    (node read, ledger, plan, batched removals with container re-lists).
-Prints both times, their ratio, and the module's RPC counts. Run as root (tmpfs, containerd).
+Prints both times, their ratio, and the module's RPC counts. Run as root (tmpfs, the runtime).
 """
 
 import argparse
@@ -25,7 +25,7 @@ from devtools.collection import make_importable  # noqa: E402  pylint: disable=w
 
 make_importable()
 
-from devtools.containerd import EmbeddedContainerd  # noqa: E402  pylint: disable=wrong-import-position
+from devtools import runtimes  # noqa: E402  pylint: disable=wrong-import-position
 from devtools.images import ImageSpec  # noqa: E402  pylint: disable=wrong-import-position
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
@@ -37,10 +37,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=500)
     parser.add_argument("--parallelism", type=int, default=8)
+    parser.add_argument("--runtime", default=runtimes.DEFAULT, choices=runtimes.NAMES)
     args = parser.parse_args()
     n = args.images
 
-    with EmbeddedContainerd(imagefs_size="1G") as ctrd:
+    with runtimes.make(args.runtime, imagefs_size="1G") as ctrd:
         ctrd.import_images([ImageSpec("bench-raw-%04d:1" % i) for i in range(n)])
         ids = [img.id for img in ctrd.client.list_images() if img.repo_tags[0].startswith("docker.io/library/bench-raw-")]
         start = time.perf_counter()
