@@ -236,6 +236,7 @@ class EmbeddedCrio(EmbeddedRuntime):
         with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
             list(pool.map(copy, specs))
 
+
 def _qualified(tag):
     from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import normalize_image_ref  # pylint: disable=import-outside-toplevel
 

@@ -87,7 +87,7 @@ runtime:
         - The sandbox (pause) image the runtime is configured with. It comes from the runtime's verbose CRI C(Status)
           (containerd 1.x and cri-o name it there); else, as containerd 2.x no longer does, from the verbose
           C(PodSandboxStatus) of the newest pod sandbox (one more call); else from the config file the containerd
-          listening on the endpoint was started with (C(--config), by default C(/etc/containerd/config.toml):
+          listening on the endpoint was started with (C(--config), by default C(/etc/containerd/config.toml);
           version 3 C(pinned_images.sandbox), version 2 C(sandbox_image)). V(null) when none of them says.
       type: str
       sample: registry.k8s.io/pause:3.6

@@ -322,7 +322,8 @@ def test_runtime_findings_against_the_running_runtime(ansible, runtime, tmp_path
     if crio:
         res = ok(run(ansible, dict(config_args(runtime, tmp_path, imagestore=str(tmp_path / "store")), **query), interpreter))
         assert [f["message"] for f in res["findings"]] == [
-            "imagestore %s is not on the filesystem of the image filesystem %s that the runtime at %s reports." % (tmp_path / "store", runtime.imagefs_mountpoint, runtime.endpoint)
+            "imagestore %s is not on the filesystem of the image filesystem %s that the runtime at %s reports."
+            % (tmp_path / "store", runtime.imagefs_mountpoint, runtime.endpoint)
         ]
 
     # another sandbox image

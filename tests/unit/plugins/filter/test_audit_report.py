@@ -577,7 +577,8 @@ def test_summary_line():
 def test_split_image_filesystem_shows_both():
     cri = {"changed": False, "imagefs": [
         {"kind": "image", "mountpoint": "/var/lib/images/overlay-images", "capacity_bytes": 100, "used_bytes": 1, "available_bytes": 40, "usage_percent": 60},
-        {"kind": "container", "mountpoint": "/var/lib/containers/overlay-containers", "capacity_bytes": 200, "used_bytes": 2, "available_bytes": 150, "usage_percent": 25},
+        {"kind": "container", "mountpoint": "/var/lib/containers/overlay-containers", "capacity_bytes": 200, "used_bytes": 2,
+         "available_bytes": 150, "usage_percent": 25},
     ]}
     out = ar.audit_report([node("n1", cri_info=cri)])["nodes"][0]
     assert out["imagefs"]["mountpoint"] == "/var/lib/images/overlay-images" and out["imagefs"]["usage_percent"] == 60

@@ -461,7 +461,8 @@ def test_runtime_findings_crio_split_imagefs():
     assert rc.runtime_findings("crio", good, [], info, imagefs, devices.get) == []
     bad_store = rc.runtime_findings("crio", dict(good, imagestore="/data"), [], info, imagefs, devices.get)
     assert [f["message"] for f in bad_store] == [
-        "imagestore /data is not on the filesystem of the image filesystem /var/lib/images/overlay-images that the runtime at unix:///run/crio/crio.sock reports."
+        "imagestore /data is not on the filesystem of the image filesystem /var/lib/images/overlay-images that the runtime at "
+        "unix:///run/crio/crio.sock reports."
     ]
     bad_root = rc.runtime_findings("crio", dict(good, graphroot="/data"), ["graphroot"], info, imagefs, devices.get)
     assert [f["message"] for f in bad_root] == [
