@@ -36,9 +36,14 @@ DEFAULT_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 CONTAINERD_SUITES = {"1.7": "trixie", "2": "sid"}
 
 
+def crio_search_dir():
+    """Where cri-o's binaries are looked for: $KUBENODE_GC_CRIO_DIR, else ../shared/runtimes next to the checkout."""
+    return os.environ.get(CRIO_DIR_ENV) or os.path.join(os.path.dirname(REPO), "shared", "runtimes")
+
+
 def crio_dir():
     """The directory with cri-o's ``crio`` and ``pinns`` binaries, or None when there is none."""
-    path = os.environ.get(CRIO_DIR_ENV) or os.path.join(os.path.dirname(REPO), "shared", "runtimes")
+    path = crio_search_dir()
     if all(os.access(os.path.join(path, b), os.X_OK) for b in ("crio", "pinns")):
         return os.path.realpath(path)
     return None

@@ -32,7 +32,7 @@ import sys
 import pytest
 import yaml
 
-from devtools import runtimes
+from devtools import fetch, runtimes
 from devtools.collection import REPO
 
 BIN = os.path.dirname(sys.executable)
@@ -81,7 +81,10 @@ def pytest_generate_tests(metafunc):
 def pytest_terminal_summary(terminalreporter):
     if "crio" in MISSING_RUNTIMES:
         terminalreporter.write_line(
-            "!!!!! cri-o was NOT tested: no crio/pinns binaries in ../shared/runtimes and %s is unset !!!!!" % runtimes.CRIO_DIR_ENV, red=True, bold=True
+            "!!!!! cri-o was NOT tested: no crio and pinns binaries in %s (set %s to a directory holding them) !!!!!"
+            % (fetch.crio_search_dir(), runtimes.CRIO_DIR_ENV),
+            red=True,
+            bold=True,
         )
 
 
