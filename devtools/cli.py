@@ -7,12 +7,17 @@
   python -m devtools.cli fill --workdir DIR
   python -m devtools.cli down --workdir DIR
   python -m devtools.cli collections-path
-  python -m devtools.cli node-image       (builds the node image when missing; prints its name)
+  python -m devtools.cli node-image [--json] [RUNTIME...]
+                         (builds the node images when missing, in parallel; prints their names, one a line,
+                          or with --json {runtime: image}; RUNTIME: containerd-1.6 (default), containerd-1.7,
+                          containerd-2, crio)
+  python -m devtools.cli crio-dir         (prints the cri-o binaries' directory, nothing when there is none)
 
 ``up`` leaves the runtime running in the background and prints its endpoint.
 """
 
 import argparse
+import json
 import sys
 
 from .collection import make_importable
@@ -56,7 +61,10 @@ def main(argv=None):
             p.add_argument("--imagefs-size", default="256M")
             p.add_argument("--runtime", default="containerd-1.6", help="containerd-1.6 (default), containerd-1.7, containerd-2 or crio")
     sub.add_parser("collections-path")
-    sub.add_parser("node-image")
+    p = sub.add_parser("node-image")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("runtimes", nargs="*", metavar="RUNTIME")
+    sub.add_parser("crio-dir")
     args = parser.parse_args(argv)
 
     collections_path = make_importable()
@@ -65,9 +73,15 @@ def main(argv=None):
     if args.command == "collections-path":
         print(collections_path)
     elif args.command == "node-image":
-        from .nodes import node_image  # pylint: disable=import-outside-toplevel
+        from .nodes import DEFAULT_RUNTIME, node_images  # pylint: disable=import-outside-toplevel
 
-        print(node_image())
+        runtimes = args.runtimes or [DEFAULT_RUNTIME]
+        images = node_images(runtimes)
+        print(json.dumps(images) if args.json else "\n".join(images[runtime] for runtime in runtimes))
+    elif args.command == "crio-dir":
+        from .fetch import crio_dir  # pylint: disable=import-outside-toplevel
+
+        print(crio_dir() or "")
     elif args.command == "up":
         rt = runtimes.make(args.runtime, workdir=args.workdir, imagefs_size=args.imagefs_size)
         rt.start()

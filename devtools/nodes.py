@@ -1,26 +1,31 @@
 # Copyright (c) kubenode.gc contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Kubernetes-node-like Docker containers: systemd, a real containerd with pods, images filled from here.
+"""Kubernetes-node-like Docker containers: systemd, a real runtime with pods, images filled from here.
 
-Each node runs the image ``tests/node-image/build.sh`` makes (Debian 12, systemd
-as PID 1, Debian's containerd).  Its containerd root is a size-limited tmpfs, so
-every node has a real, small imagefs.  The node's ``/run/containerd`` and
-``/var/log/pods`` are bind mounts of a work directory here, so this process can
-talk CRI to the node's containerd and fill it with the same helpers as the
-embedded containerd (``EmbeddedContainerd``), while Ansible reaches the node over
-the ``community.docker.docker`` connection.
+Each node runs an image ``tests/node-image/build.sh`` makes (Debian 12, systemd as
+PID 1, and containerd 1.6, 1.7 or 2.x, or cri-o as ``crio.service``).  The runtime's
+storage is on size-limited tmpfs, so every node has a real, small imagefs.  The
+node's CRI socket directory and ``/var/log/pods`` are bind mounts of a work
+directory here, so this process talks CRI to the node's runtime and fills it with
+the same helpers as the embedded runtimes (``NodeContainer`` is an
+``EmbeddedContainerd``, ``CrioNode`` an ``EmbeddedCrio``), while Ansible reaches
+the node over the ``community.docker.docker`` connection.  ``make_node()`` picks
+the class by runtime name.
 
 The Docker engine needs ``ensure_dockerd()`` on a machine where nothing starts it.
 """
 
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
 import time
 
 from .containerd import SANDBOX_IMAGE, EmbeddedContainerd, parse_size
+from .crio import EmbeddedCrio, _qualified
+from .fetch import containerd_bin_dir
 from .images import ImageSpec
 
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
@@ -29,6 +34,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 BUILD_SCRIPT = os.path.join(REPO, "tests", "node-image", "build.sh")
 LABEL = "kubenode-gc-test"
+# the runtimes node images exist for (tests/node-image/build.sh), named as in devtools.runtimes
+RUNTIMES = ("containerd-1.6", "containerd-1.7", "containerd-2", "crio")
+DEFAULT_RUNTIME = "containerd-1.6"
 
 # What a node container needs to run systemd, containerd and runc pods without
 # --privileged (which fails here): every capability but CAP_SYS_RESOURCE, no
@@ -62,27 +70,45 @@ def ensure_dockerd(timeout=60):
         time.sleep(0.5)
 
 
-def node_image():
-    """Build the node image if missing (about 90 s) and return its name."""
+def node_images(runtimes=(DEFAULT_RUNTIME,)):
+    """Build the node images of ``runtimes`` (RUNTIMES) that are missing, in parallel; return {runtime: image}.
+
+    The base image takes a debootstrap (one to a few minutes); the other runtimes' images derive from it."""
+    runtimes = list(runtimes)
+    env = dict(os.environ)
+    for runtime in runtimes:
+        if runtime in ("containerd-1.7", "containerd-2"):
+            env["KUBENODE_GC_NODE_" + runtime.upper().replace("-", "_").replace(".", "_")] = containerd_bin_dir(runtime.split("-", 1)[1])
     ensure_dockerd()
-    out = subprocess.run(["bash", BUILD_SCRIPT], capture_output=True, text=True, check=False)
+    out = subprocess.run(["bash", BUILD_SCRIPT] + runtimes, capture_output=True, text=True, check=False, env=env)
     if out.returncode != 0:
-        raise RuntimeError("building the node image failed:\n%s" % out.stderr)
-    return out.stdout.strip().splitlines()[-1]
+        raise RuntimeError("building the node images failed:\n%s" % out.stderr)
+    return dict(zip(runtimes, out.stdout.split()[-len(runtimes):]))
 
 
-class NodeContainer(EmbeddedContainerd):
-    """One node container; CRI helpers (import_images, run_pod, add_container, ...) act on its containerd."""
+def node_image(runtime=DEFAULT_RUNTIME):
+    """Build the node image of ``runtime`` if missing and return its name."""
+    return node_images([runtime])[runtime]
 
-    def __init__(self, name, image, imagefs_size="160M", sandbox_image=SANDBOX_IMAGE, group="harness"):
-        # short work dir: the socket path must fit in sun_path
-        workdir = tempfile.mkdtemp(prefix="kgc-%s-" % name, dir="/tmp")
-        super().__init__(workdir=workdir, imagefs_size=imagefs_size, sandbox_image=sandbox_image, socket=os.path.join(workdir, "run", "containerd.sock"))
+
+class _DockerNode:
+    """What every node container shares: start it, reach it, stop it.  Mixed in before the runtime's class."""
+
+    service = None  # the runtime's systemd unit
+    socket_dir = None  # the node's directory of the CRI socket, shared with this machine
+    imagefs_root = None  # where the node's image filesystem (a tmpfs) is mounted
+
+    def _node_init(self, name, image, group):
         self.name = name
         self.image = image
         self.group = group
         self.pod_logs = "/var/log/pods"
-        self.mounts = {"/run/containerd": os.path.join(self.workdir, "run"), "/var/log/pods": os.path.join(self.workdir, "pods")}
+        self.mounts = {self.socket_dir: os.path.join(self.workdir, "run"), "/var/log/pods": os.path.join(self.workdir, "pods")}
+
+    @staticmethod
+    def _workdir(name):
+        # short: the socket path must fit in sun_path
+        return tempfile.mkdtemp(prefix="kgc-%s-" % name, dir="/tmp")
 
     def host_path(self, path):
         for inside, outside in self.mounts.items():
@@ -90,20 +116,23 @@ class NodeContainer(EmbeddedContainerd):
                 return outside + path[len(inside):]
         raise ValueError("%s is not shared with node %s" % (path, self.name))
 
-    @property
-    def imagefs_mountpoint(self):
-        return "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"
+    def run_args(self):
+        """docker run arguments of the runtime: its tmpfs and extra mounts."""
+        raise NotImplementedError
+
+    def boot(self):
+        """What to do once the node answers CRI, before the sandbox image is imported."""
 
     def start(self, timeout=60):
         for d in self.mounts.values():
             os.makedirs(d, exist_ok=True)
         docker("rm", "-f", self.name, check=False)
-        args = ["run", "-d", "--name", self.name, "--hostname", self.name, "--label", "%s=%s" % (LABEL, self.group)] + RUN_FLAGS
-        args += ["--tmpfs", "/var/lib/containerd:size=%d,mode=0711" % parse_size(self.imagefs_size)]
+        args = ["run", "-d", "--name", self.name, "--hostname", self.name, "--label", "%s=%s" % (LABEL, self.group)] + RUN_FLAGS + self.run_args()
         for inside, outside in self.mounts.items():
             args += ["-v", "%s:%s" % (outside, inside)]
         docker(*(args + [self.image]))
         self.wait_for_cri(timeout)
+        self.boot()
         self.import_images([ImageSpec(self.sandbox_image, entrypoint=["/bin/sleep", "2147483647"])])
         return self
 
@@ -117,17 +146,17 @@ class NodeContainer(EmbeddedContainerd):
             except CriError:
                 self.client.close()
                 if time.time() > deadline:
-                    raise RuntimeError("containerd in node %s did not answer CRI within %ss:\n%s" % (self.name, timeout, self.log_tail()))
+                    raise RuntimeError("%s in node %s did not answer CRI within %ss:\n%s" % (self.service, self.name, timeout, self.log_tail())) from None
                 time.sleep(0.3)
 
     def log_tail(self, lines=30):
-        return self.exec("journalctl", "-u", "containerd", "-n", str(lines), "--no-pager", check=False)
+        return self.exec("journalctl", "-u", self.service, "-n", str(lines), "--no-pager", check=False)
 
     def exec(self, *cmd, check=True):
         return docker("exec", self.name, *cmd, check=check)
 
-    def systemctl(self, action, unit="containerd"):
-        self.exec("systemctl", action, unit)
+    def systemctl(self, action, unit=None):
+        self.exec("systemctl", action, unit or self.service)
         if self._client is not None:
             self._client.close()
 
@@ -137,6 +166,89 @@ class NodeContainer(EmbeddedContainerd):
             self._client = None
         docker("rm", "-f", self.name, check=False)
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class NodeContainer(_DockerNode, EmbeddedContainerd):
+    """A containerd node (``runtime`` containerd-1.6, -1.7 or -2); the CRI helpers act on its containerd.
+
+    Images are imported with the ``ctr`` of the node's own containerd build, from here."""
+
+    service = "containerd"
+    socket_dir = "/run/containerd"
+    imagefs_root = "/var/lib/containerd"
+
+    def __init__(self, name, image, imagefs_size="160M", sandbox_image=SANDBOX_IMAGE, group="harness", runtime=DEFAULT_RUNTIME):
+        workdir = self._workdir(name)
+        line = runtime.split("-", 1)[1]
+        super().__init__(workdir=workdir, imagefs_size=imagefs_size, sandbox_image=sandbox_image, socket=os.path.join(workdir, "run", "containerd.sock"),
+                         bin_dir=containerd_bin_dir(line), line=line, name=runtime)
+        self._node_init(name, image, group)
+
+    @property
+    def imagefs_mountpoint(self):
+        return self.imagefs_root + "/io.containerd.snapshotter.v1.overlayfs"
+
+    def run_args(self):
+        return ["--tmpfs", "%s:size=%d,mode=0711" % (self.imagefs_root, parse_size(self.imagefs_size))]
+
+
+class CrioNode(_DockerNode, EmbeddedCrio):
+    """A cri-o node: the node image's crio.service with the cri-o binaries mounted at /opt/cri-o/bin.
+
+    Its storage is split as on the embedded cri-o: images in an ``imagestore`` on a tmpfs of
+    ``imagefs_size`` (the image filesystem), containers in the graphroot on another tmpfs.
+    Images get in with the node's skopeo, from archives in the work directory (mounted in the node)."""
+
+    service = "crio"
+    socket_dir = "/run/crio"
+    imagefs_root = "/var/lib/containers/images"
+    graphroot = "/var/lib/containers/storage"
+    shared = "/var/tmp/kubenode-gc"
+
+    def __init__(self, name, image, imagefs_size="160M", sandbox_image=SANDBOX_IMAGE, group="harness", runtime="crio"):
+        if runtime != "crio":
+            raise ValueError("CrioNode runs cri-o, not %s" % runtime)
+        workdir = self._workdir(name)
+        super().__init__(workdir=workdir, imagefs_size=imagefs_size, sandbox_image=sandbox_image, socket=os.path.join(workdir, "run", "crio.sock"))
+        self._node_init(name, image, group)
+        self.imagestore = self.imagefs_root
+        self.runroot = "/run/containers/storage"
+
+    @property
+    def store(self):
+        return self.imagestore
+
+    @property
+    def containerfs_mountpoint(self):
+        return self.graphroot + "/overlay-containers"
+
+    def run_args(self):
+        return [
+            "--tmpfs", "%s:size=%d,mode=0700" % (self.imagefs_root, parse_size(self.imagefs_size)),
+            "--tmpfs", "%s:size=%d,mode=0700" % (self.graphroot, self.containerfs_size),
+            "-v", "%s:/opt/cri-o/bin:ro" % self.bin_dir,
+            "-v", "%s:%s" % (self.workdir, self.shared),
+        ]
+
+    def boot(self):
+        """Give the node's storage.conf the imagestore, then restart cri-o on it."""
+        self.exec("sed", "-i", r'/^graphroot/a imagestore = "%s"' % self.imagestore, "/etc/containers/storage.conf")
+        self.systemctl("restart")
+        self.wait_for_cri()
+
+    def load_archive(self, path, specs):
+        inside = self.shared + path[len(self.workdir):]
+        dest = "containers-storage:[overlay@%s+%s]" % (self.store, self.runroot)
+        # one exec; the first copy of a spec stores the image, the next ones add its other names
+        copies = [("docker-archive:%s:%s" % (inside, tag), dest + _qualified(tag)) for spec in specs for tag in spec.tags]
+        script = "; ".join("skopeo copy --quiet %s %s" % (shlex.quote(src), shlex.quote(dst)) for src, dst in copies)
+        self.exec("sh", "-euc", script)
+
+
+def make_node(name, image, runtime=DEFAULT_RUNTIME, **kwargs):
+    """A node container (not started) of that runtime (RUNTIMES) from its node image."""
+    cls = CrioNode if runtime == "crio" else NodeContainer
+    return cls(name, image, runtime=runtime, **kwargs)
 
 
 def remove_leftover_nodes(group="harness"):

@@ -115,7 +115,7 @@ class EmbeddedRuntime:
     """One CRI runtime process with its own root (a tmpfs of ``imagefs_size``), state and socket."""
 
     kind = None  # "containerd" or "cri-o": the runtime_name it reports over CRI
-    name = None  # the harness name, e.g. "containerd-2.1"
+    name = None  # the harness name, e.g. "containerd-2"
     daemon = None  # name of the daemon in messages
     socket_name = "cri.sock"
 
