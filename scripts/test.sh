@@ -95,17 +95,29 @@ fi
 
 if want fleet; then
 step "fleet playbooks on real node containers"
-python -m devtools.cli node-image
+# every node image at once (in parallel), for the fleet and Molecule
+python -m devtools.cli node-image containerd-1.6 containerd-1.7 containerd-2 crio
+[ -n "$(python -m devtools.cli crio-dir)" ] \
+  || echo "!!!! cri-o was NOT tested in the fleet: no ../shared/runtimes and KUBENODE_GC_CRIO_DIR unset: node-a runs containerd 1.6 !!!!"
 python -m pytest -p no:cacheprovider tests/fleet
 fi
 
 if want molecule; then
 step "Molecule: every role on real node containers"
 collection_tree
-# starts dockerd when nothing runs it, builds the node image when missing
-KUBENODE_GC_NODE_IMAGE=$(python -m devtools.cli node-image)
-export KUBENODE_GC_NODE_IMAGE
+# starts dockerd when nothing runs it, builds the node images when missing (all at once, in parallel)
 scenarios=${KUBENODE_GC_MOLECULE_SCENARIOS:-node_prereqs kubelet_gc containerd_storage crio_storage}
+KUBENODE_GC_CRIO_DIR=$(python -m devtools.cli crio-dir)
+runtimes=(containerd-1.6 containerd-1.7 containerd-2)
+if [ -n "$KUBENODE_GC_CRIO_DIR" ]; then
+  runtimes+=(crio)
+else
+  scenarios=$(echo " $scenarios " | sed 's/ crio_storage / /')
+  echo "!!!! cri-o was NOT tested: no ../shared/runtimes and KUBENODE_GC_CRIO_DIR unset: Molecule skips crio_storage !!!!"
+fi
+KUBENODE_GC_NODE_IMAGES=$(python -m devtools.cli node-image --json "${runtimes[@]}")
+KUBENODE_GC_NODE_IMAGE=$(python -m devtools.cli node-image containerd-1.6)
+export KUBENODE_GC_NODE_IMAGE KUBENODE_GC_NODE_IMAGES KUBENODE_GC_CRIO_DIR
 for scenario in $scenarios; do
   (cd "$dest" && ANSIBLE_COLLECTIONS_PATH="$TREE" molecule test -s "$scenario")
 done

@@ -1,8 +1,10 @@
 # Copyright (c) kubenode.gc contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What kubenode.gc.containerd_storage left on each node: the parsed config, kept comments, backups,
-the imagefs mount, and a restarted containerd answering CRI with the new root."""
+"""What kubenode.gc.containerd_storage left on each node: the parsed config (version 2 on containerd 1.x,
+version 3 on 2.x), kept comments, backups, the imagefs mount, the configuration containerd itself loads
+(`containerd config dump`), and a restarted containerd of the node's release answering CRI with the new
+root and sandbox image."""
 
 import os
 import tomllib
@@ -14,6 +16,22 @@ testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLEC
 
 CONFIG = "/etc/containerd/config.toml"
 CRI = 'plugins."io.containerd.grpc.v1.cri"'
+# node -> (containerd release line, managed how, config version)
+NODES = {
+    "kgc-ctrd-merge": ("1.6.", "merge", 2),
+    "kgc-ctrd17-template": ("1.7.", "template", 2),
+    "kgc-ctrd2-merge": ("2.1.", "merge", 3),
+    "kgc-ctrd2-template": ("2.1.", "template", 3),
+}
+ROOT = {"merge": "/srv/containerd", "template": "/var/lib/containerd"}
+SANDBOX = {"merge": "registry.k8s.io/pause:3.10", "template": "registry.k8s.io/pause:3.9-kubenode"}
+
+
+def sandbox_of(config, version):
+    """The sandbox image setting of a parsed config.toml of the given version."""
+    if version == 3:
+        return config["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"]
+    return config["plugins"]["io.containerd.grpc.v1.cri"]["sandbox_image"]
 
 
 @pytest.fixture
@@ -33,38 +51,55 @@ def cri_info(host):
 
 
 def test_containerd_restarted_and_answers_cri(host, name):
+    line, mode = NODES[name][:2]
     before = host.file("/var/tmp/containerd-invocation").content_string.strip()
     assert host.service("containerd").is_running
     assert host.check_output("systemctl show -p InvocationID --value containerd") != before
     info = cri_info(host)
-    root = "/srv/containerd" if name == "kgc-ctrd-merge" else "/var/lib/containerd"
-    assert info["imagefs"][0]["mountpoint"] == root + "/io.containerd.snapshotter.v1.overlayfs"
-    expected_sandbox = "registry.k8s.io/pause:3.10" if name == "kgc-ctrd-merge" else "registry.k8s.io/pause:3.9-kubenode"
-    assert info["runtime"]["sandbox_image"] == expected_sandbox
+    assert info["runtime"]["name"] == "containerd" and info["runtime"]["version"].lstrip("v").startswith(line)
+    assert [fs["mountpoint"] for fs in info["imagefs"]] == [ROOT[mode] + "/io.containerd.snapshotter.v1.overlayfs"]
+    assert info["runtime"]["sandbox_image"] == SANDBOX[mode]
+
+
+def test_containerd_loads_the_config(host, name):
+    """`containerd config dump` (what the role validates with): the effective root and sandbox image."""
+    mode, version = NODES[name][1:]
+    dump = tomllib.loads(host.check_output("containerd config dump"))
+    assert dump["version"] == version
+    assert dump["root"] == ROOT[mode] and dump["state"] == "/run/containerd"
+    assert sandbox_of(dump, version) == SANDBOX[mode]
 
 
 def test_merged_config(host, name, config):
-    if name != "kgc-ctrd-merge":
-        pytest.skip("merge node only")
-    assert config["version"] == 2
+    mode, version = NODES[name][1:]
+    if mode != "merge":
+        pytest.skip("merge nodes only")
+    assert config["version"] == version
     assert config["root"] == "/srv/containerd"
     assert config["state"] == "/run/containerd"
-    cri = config["plugins"]["io.containerd.grpc.v1.cri"]
-    assert cri["sandbox_image"] == "registry.k8s.io/pause:3.10"
-    assert cri["restrict_oom_score_adj"] is True
-    assert cri["containerd"]["snapshotter"] == "overlayfs"
+    assert sandbox_of(config, version) == "registry.k8s.io/pause:3.10"
     text = host.file(CONFIG).content_string
-    assert text.startswith("# containerd configuration of the kubenode.gc test node image.\n")
-    assert "  # The pause image is imported offline by the test harness.\n" in text
-    assert "[%s.containerd.runtimes.runc]" % CRI in text
+    if version == 3:
+        assert config["plugins"]["io.containerd.cri.v1.runtime"]["restrict_oom_score_adj"] is True
+        assert config["plugins"]["io.containerd.cri.v1.images"]["snapshotter"] == "overlayfs"
+        assert 'io.containerd.grpc.v1.cri' not in text  # no version 2 table added to a version 3 file
+        assert text.startswith("# containerd 2.x configuration of the kubenode.gc test node image.\n")
+        assert "    # The pause image is imported offline by the test harness.\n" in text
+    else:
+        cri = config["plugins"]["io.containerd.grpc.v1.cri"]
+        assert cri["restrict_oom_score_adj"] is True
+        assert cri["containerd"]["snapshotter"] == "overlayfs"
+        assert text.startswith("# containerd configuration of the kubenode.gc test node image.\n")
+        assert "  # The pause image is imported offline by the test harness.\n" in text
+        assert "[%s.containerd.runtimes.runc]" % CRI in text
     (backup,) = host.run("ls %s.*~", CONFIG).stdout.split()
     old = tomllib.loads(host.file(backup).content_string)
-    assert old["root"] == "/var/lib/containerd"
+    assert old["root"] == "/var/lib/containerd" and old["version"] == version
 
 
 def test_dedicated_imagefs_mount(host, name):
-    if name != "kgc-ctrd-merge":
-        pytest.skip("merge node only")
+    if NODES[name][1] != "merge":
+        pytest.skip("merge nodes only")
     mount = host.mount_point("/srv/containerd")
     assert mount.exists and mount.filesystem == "tmpfs"
     assert "size=204800k" in mount.options
@@ -73,18 +108,28 @@ def test_dedicated_imagefs_mount(host, name):
     assert host.service("srv-containerd.mount").is_enabled
     dropin = host.file("/etc/systemd/system/containerd.service.d/kubenode-gc-imagefs.conf").content_string
     assert "RequiresMountsFor=/srv/containerd" in dropin
-    # containerd's content now lives on the dedicated filesystem
-    assert host.file("/srv/containerd/io.containerd.content.v1.content").is_directory
+    # containerd's snapshots now live on the dedicated filesystem
+    snapshots = "/srv/containerd/io.containerd.snapshotter.v1.overlayfs"
+    assert host.file(snapshots).is_directory
+    assert host.check_output("findmnt --noheadings --output TARGET --target %s", snapshots) == "/srv/containerd"
 
 
 def test_template_config(host, name, config):
-    if name != "kgc-ctrd-template":
-        pytest.skip("template node only")
+    mode, version = NODES[name][1:]
+    if mode != "template":
+        pytest.skip("template nodes only")
     text = host.file(CONFIG).content_string
     assert "Managed by kubenode.gc.containerd_storage" in text.splitlines()[0]
     assert "The pause image is imported offline" not in text
+    assert config["version"] == version
     assert config["root"] == "/var/lib/containerd"
-    cri = config["plugins"]["io.containerd.grpc.v1.cri"]
+    assert sandbox_of(config, version) == "registry.k8s.io/pause:3.9-kubenode"
+    if version == 3:
+        cri = config["plugins"]["io.containerd.cri.v1.runtime"]
+        assert config["plugins"]["io.containerd.cri.v1.images"]["snapshotter"] == "overlayfs"
+    else:
+        cri = config["plugins"]["io.containerd.grpc.v1.cri"]
+        assert cri["containerd"]["snapshotter"] == "overlayfs"
     assert cri["restrict_oom_score_adj"] is True
     assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is False
     # the hand-written file it replaced was backed up

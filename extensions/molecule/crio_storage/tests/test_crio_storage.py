@@ -1,7 +1,8 @@
 # Copyright (c) kubenode.gc contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What kubenode.gc.crio_storage left on each node: parsed files, kept comments, backups, findings, restarts."""
+"""What kubenode.gc.crio_storage left on each node: parsed files, kept comments, backups, findings, and the
+real cri-o restarted and answering CRI from the new graphroot and imagestore."""
 
 import os
 import tomllib
@@ -14,6 +15,7 @@ testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLEC
 STORAGE = "/etc/containers/storage.conf"
 CRIO = "/etc/crio/crio.conf"
 DROPIN = "/etc/crio/crio.conf.d/20-site.conf"
+ENDPOINT = "unix:///run/crio/crio.sock"
 
 
 @pytest.fixture
@@ -29,10 +31,28 @@ def backups(host, path):
     return host.run("ls %s.*~", path).stdout.split()
 
 
-def test_crio_restarted(host):
+def cri_info(host):
+    result = host.ansible("kubenode.gc.cri_info", "gather=runtime,imagefs cri_endpoint=%s" % ENDPOINT, check=False)
+    assert not result.get("failed"), result
+    return result
+
+
+def test_crio_restarted_and_answers_cri(host, name):
     before = host.file("/var/tmp/crio-invocation").content_string.strip()
     assert host.service("crio").is_running
     assert host.check_output("systemctl show -p InvocationID --value crio") != before
+    info = cri_info(host)
+    assert info["runtime"]["name"] == "cri-o" and info["runtime"]["version"].startswith("1.37.")
+    filesystems = {fs["kind"]: fs["mountpoint"] for fs in info["imagefs"]}
+    if name == "kgc-crio-merge":
+        # split image filesystem: images in the imagestore, containers in the graphroot, on two devices
+        assert filesystems == {"image": "/srv/crio-images/overlay-images", "container": "/srv/crio/storage/overlay-containers"}
+        assert info["split_imagefs"] is True
+        assert info["runtime"]["sandbox_image"] == "registry.k8s.io/pause:3.9"  # the site drop-in wins
+    else:
+        assert filesystems["image"] == "/var/lib/containers/storage/overlay-images"
+        assert info["split_imagefs"] is False
+        assert info["runtime"]["sandbox_image"] == "registry.k8s.io/pause:3.10.1"  # cri-o's default: no crio.conf
 
 
 def test_merged_files(host, name):
@@ -41,6 +61,7 @@ def test_merged_files(host, name):
     storage = toml(host, STORAGE)["storage"]
     assert storage["graphroot"] == "/srv/crio/storage"
     assert storage["runroot"] == "/run/crio-storage"
+    assert storage["imagestore"] == "/srv/crio-images"
     assert storage["driver"] == "overlay"
     assert storage["options"]["overlay"]["mountopt"] == "nodev,metacopy=on"
     text = host.file(STORAGE).content_string
@@ -52,10 +73,10 @@ def test_merged_files(host, name):
     assert crio["crio"]["image"]["pause_image"] == "registry.k8s.io/pause:3.10"
     assert host.file(CRIO).content_string.startswith("# cri-o configuration, tuned by the platform team.\n")
     assert host.file(CRIO).mode == 0o600
-    # drop-ins are never edited
+    # drop-ins are never edited, the node image's own one neither
     assert toml(host, DROPIN)["crio"]["image"]["pause_image"] == "registry.k8s.io/pause:3.9"
     assert len(backups(host, STORAGE)) == 1 and len(backups(host, CRIO)) == 1
-    assert backups(host, DROPIN) == []
+    assert backups(host, DROPIN) == [] and backups(host, "/etc/crio/crio.conf.d/00-kubenode-node.conf") == []
 
 
 def test_findings(host, name):
@@ -68,6 +89,7 @@ def test_findings(host, name):
         assert "20-site.conf" in override["message"] and override["severity"] == "warning"
         assert result["current"]["pause_image"] == "registry.k8s.io/pause:3.9"  # the drop-in wins
         assert result["current"]["graphroot"] == "/srv/crio/storage"
+        assert result["current"]["imagestore"] == "/srv/crio-images"
     else:
         assert codes <= {"config_version_1"}
         assert result["current"]["graphroot"] == "/var/lib/containers/storage"
