@@ -3,31 +3,45 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The fleet playbooks on four real node containers over the community.docker.docker connection.
 
-node-a  filled over the high threshold
-node-b  filled well under it
-node-c  over the threshold, and its kubelet configuration drifted from the policy
-node-d  containerd stopped: must show up as failed without stopping the waves
+node-a  cri-o 1.37 (split image filesystem: imagestore), filled over the high threshold
+node-b  containerd 1.6 (Debian 12), filled well under it
+node-c  containerd 2.x (config version 3), over the threshold, and its kubelet configuration
+        drifted from the policy
+node-d  containerd 1.7, stopped: must show up as failed without stopping the waves
 
 Every node runs a pod whose running and exited containers use images that must survive.
+Where the runtimes differ (image ids, the image filesystem, the runtime pinning its sandbox
+image) each node is held to its runtime's expectation. Without cri-o binaries
+(../shared/runtimes or KUBENODE_GC_CRIO_DIR) node-a runs containerd 1.6, and a loud line says so.
 The tests run in order: configure, audit, cleanup, check-mode cleanup.
 """
 
 import html.parser
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 import yaml
 
+from devtools.fetch import crio_dir
 from devtools.images import ImageSpec
-from devtools.nodes import NodeContainer, node_image, remove_leftover_nodes
+from devtools.nodes import make_node, node_images, remove_leftover_nodes
 
 BIN = os.path.dirname(sys.executable)
 MIB = 1 << 20
 HIGH, LOW = 80, 50
 NODES = {"node-a": 86, "node-b": 25, "node-c": 84, "node-d": 40}
+RUNTIMES = {"node-a": "crio", "node-b": "containerd-1.6", "node-c": "containerd-2", "node-d": "containerd-1.7"}
+if crio_dir() is None:
+    RUNTIMES["node-a"] = "containerd-1.6"
+    print("\n!!!! cri-o was NOT tested in the fleet: no ../shared/runtimes and KUBENODE_GC_CRIO_DIR unset !!!!", file=sys.stderr)
+# what the CRI says on each runtime
+RUNTIME_NAME = {"crio": "cri-o"}
+HEX64 = r"[0-9a-f]{64}"
+IMAGE_ID = {"crio": r"^%s$" % HEX64}  # bare hex; containerd: sha256:<hex>
 DRIFTED_KUBELET = """# hand-edited on node-c
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -41,7 +55,7 @@ kind: KubeletConfiguration
 
 def usage(node):
     """The kubelet's imagefs usage percent, from statvfs inside the node."""
-    out = node.exec("stat", "-f", "-c", "%b %a %S", "/var/lib/containerd")
+    out = node.exec("stat", "-f", "-c", "%b %a %S", node.imagefs_root)
     blocks, avail, size = (int(x) for x in out.split())
     return 100 - (avail * 100 // blocks)
 
@@ -51,15 +65,23 @@ def image_ids(node):
 
 
 def fill(node, percent):
-    """Pod with a running and an exited container (their images are in use), then unused images up to percent."""
+    """Pod with a running and an exited container (their images are in use), then unused images up to percent.
+
+    The first filler image measures what one costs on this runtime (containerd keeps the layer and its
+    snapshot, cri-o the layer once); the next ones come in batches sized to most of what is left."""
     node.import_images([ImageSpec("registry.example/app:1", size=2 * MIB), ImageSpec("registry.example/job:1", size=2 * MIB)])
     pod = node.run_pod("web", namespace="prod", uid="uid-web-" + node.name)
     node.add_container(pod, "app", "registry.example/app:1", "running")
     node.add_container(pod, "job", "registry.example/job:1", "exited")
-    n = 0
-    while usage(node) < percent:
-        n += 1
-        node.import_images([ImageSpec("registry.example/old/tool-%d:1" % n, size=3 * MIB, share_base=False)])
+    n, per_image = 0, None
+    now = usage(node)
+    while now < percent:
+        batch = 1 if not per_image else max(1, int((percent - now) * 0.7 / per_image))
+        node.import_images([ImageSpec("registry.example/old/tool-%d:1" % (n + i), size=3 * MIB, share_base=False) for i in range(1, batch + 1)])
+        n += batch
+        before, now = now, usage(node)
+        if per_image is None:
+            per_image = max(now - before, 0.5)
     return n
 
 
@@ -101,12 +123,12 @@ class Fleet:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory, collections_path):
-    image = node_image()
+    images = node_images(sorted(set(RUNTIMES.values())))
     remove_leftover_nodes("fleet")
     fleet = Fleet(str(tmp_path_factory.mktemp("fleet")), collections_path)
     try:
         for name, percent in NODES.items():
-            node = NodeContainer("kgc-fleet-" + name, image, imagefs_size="192M", group="fleet")
+            node = make_node("kgc-fleet-" + name, images[RUNTIMES[name]], runtime=RUNTIMES[name], imagefs_size="192M", group="fleet")
             fleet.nodes[name] = node
             node.start()
             node.filler_images = fill(node, percent)
@@ -131,9 +153,15 @@ def configured(fleet):
     return fleet
 
 
+class _Before(dict):
+    """{node: (image ids, usage percent)} before the audit; .nodes: the harness nodes."""
+
+
 @pytest.fixture(scope="module")
 def before(configured):
-    return {name: (image_ids(node), usage(node)) for name, node in configured.nodes.items() if name != "node-d"}
+    state = _Before((name, (image_ids(node), usage(node))) for name, node in configured.nodes.items() if name != "node-d")
+    state.nodes = configured.nodes
+    return state
 
 
 def test_configure_applied_the_policy(configured):
@@ -163,9 +191,21 @@ def test_audit_report_json(audit, before):
     for name in ("node-a", "node-b", "node-c"):
         node = nodes[name]
         ids, percent = before[name]
+        runtime, harness = RUNTIMES[name], before.nodes[name]
         assert node["status"] == "ok", node
-        assert node["runtime"]["name"] == "containerd"
+        assert node["runtime"]["name"] == RUNTIME_NAME.get(runtime, "containerd")
+        assert node["runtime"]["version"].lstrip("v").startswith(harness.version.lstrip("v").rsplit(".", 1)[0] + ".")
+        assert node["runtime"]["sandbox_image"] == harness.sandbox_image
+        assert node["imagefs"]["mountpoint"] == harness.imagefs_mountpoint
         assert node["imagefs"]["usage_percent"] == percent
+        if runtime == "crio":  # split image filesystem: the containers' own, apart
+            assert [fs["mountpoint"] for fs in node["container_filesystems"]] == [harness.containerfs_mountpoint]
+        else:
+            assert node["container_filesystems"] == []
+        assert all(re.match(IMAGE_ID.get(runtime, r"^sha256:%s$" % HEX64), i) for i in ids)
+        # containerd 1.7+ and cri-o pin the sandbox image themselves; 1.6 does not (image_gc protects it anyway)
+        (pause,) = [img for img in harness.client.list_images() if harness.sandbox_image in img.repo_tags]
+        assert pause.pinned == (runtime != "containerd-1.6")
         assert node["images"]["total"] == len(ids)
         assert node["images"]["in_use"] == 2  # app (running) and job (exited); the pause image is counted apart
         assert node["over_high_threshold"] == (percent >= (95 if name == "node-c" else HIGH))
@@ -180,7 +220,7 @@ def test_audit_report_json(audit, before):
     assert drift[("kubelet", "imageGCHighThresholdPercent")]["actual"] == 95
     assert nodes["node-c"]["thresholds"]["high_percent"] == 95
     failed = nodes["node-d"]
-    assert failed["status"] == "failed" and "containerd.sock" in failed["error"]
+    assert failed["status"] == "failed" and "containerd.sock" in failed["error"]  # containerd 1.7 stopped
     assert report["summary"]["nodes_failed"] == 1 and report["summary"]["nodes_with_drift"] == 1
     assert "report.html" in proc.stdout
 
@@ -248,7 +288,7 @@ def test_audit_unreachable_node_and_metrics(audit, configured, before):
     assert sorted(nodes) == sorted(list(NODES) + ["node-gone"])
     assert nodes["node-gone"]["status"] == "failed" and nodes["node-gone"]["error"]  # the connection's own message
     metrics = configured.nodes["node-a"].exec("cat", "/var/lib/node_exporter/kubenode_gc.prom")
-    assert 'kubenode_gc_imagefs_usage_percent{mountpoint="/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"} %d' % before["node-a"][1] in metrics
+    assert 'kubenode_gc_imagefs_usage_percent{mountpoint="%s"} %d' % (configured.nodes["node-a"].imagefs_mountpoint, before["node-a"][1]) in metrics
     assert 'kubenode_gc_reclaimable_bytes{policy="prune"} %d' % nodes["node-a"]["images"]["reclaimable_prune"]["bytes"] in metrics
     assert 'kubenode_gc_findings{severity="warning"} ' in metrics
     assert "kubenode_gc_drift_keys 3" in configured.nodes["node-c"].exec("cat", "/var/lib/node_exporter/kubenode_gc.prom")
@@ -274,6 +314,7 @@ def test_cleanup_freed_over_threshold_nodes_to_low(cleanup, configured, before):
         history = node.exec("sh", "-c", "cat /var/lib/kubenode-gc/history/*.json")
         record = json.loads(history)
         assert record["status"] == "cleaned" and len(record["images"]) == len(ids_before - left)
+        assert {img["id"] for img in record["images"]} == ids_before - left  # the runtime's own ids (bare hex on cri-o)
         assert {img["reason"] for img in record["images"]} == {"space"}
         assert record["bytes_freed_measured"] > 0 and record["target_reached"] is True
 
