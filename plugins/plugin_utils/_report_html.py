@@ -481,11 +481,14 @@ def _node_detail(node):
         out.append(_bar(node))
     out.append(
         "<p>Runtime: %s at %s, sandbox image %s.<br>Image filesystem: %s, %s used (%s of %s; the runtime counts %s as its own); "
-        "thresholds high %s, low %s (%s); eviction at imagefs.available %s (%s).<br>Images: %s (%s in use); reclaimable under the node's "
+        "thresholds high %s, low %s (%s); eviction at imagefs.available %s (%s).%s<br>Images: %s (%s in use); reclaimable under the node's "
         "policy %s (%s), by pruning %s (%s).<br>Containers: %s; reclaimable: %s dead containers, %s sandboxes.%s</p>"
         % (_runtime(node["runtime"]), e(node["runtime"]["endpoint"]), e(node["runtime"]["sandbox_image"]),
            e(fs["mountpoint"]), _pct(fs["usage_percent"]), _fs_used(fs), _bytes(fs["capacity_bytes"]), _bytes(fs["used_bytes"]),
            _pct(th["high_percent"]), _pct(th["low_percent"]), e(th["source"]), e(th["eviction_available"]), e(th["eviction_source"]),
+           "".join("<br>Container filesystem (split image filesystem): %s, %s used (%s of %s)."
+                   % (e(c["mountpoint"]), _pct(c["usage_percent"]), _fs_used(c), _bytes(c["capacity_bytes"]))
+                   for c in node.get("container_filesystems") or []),
            e(img["total"]), e(img["in_use"]), e(img["reclaimable_policy"]["count"]), _bytes(img["reclaimable_policy"]["bytes"]),
            e(img["reclaimable_prune"]["count"]), _bytes(img["reclaimable_prune"]["bytes"]),
            e(ct["total"]), e(ct["reclaimable"]), e(ct["sandboxes"]),

@@ -149,6 +149,13 @@ def _node_section(node):
         "eviction at imagefs.available %s (%s)"
         % (txt(fs["mountpoint"]), _pct(fs["usage_percent"]), _fs_used(fs), human_bytes(fs["available_bytes"]), human_bytes(fs["used_bytes"]),
            _pct(th["high_percent"]), _pct(th["low_percent"]), th["source"], txt(th["eviction_available"]), th["eviction_source"]),
+    ]
+    out += [
+        "- Container filesystem (split image filesystem): %s, %s used (%s, %s available)"
+        % (txt(cfs["mountpoint"]), _pct(cfs["usage_percent"]), _fs_used(cfs), human_bytes(cfs["available_bytes"]))
+        for cfs in node.get("container_filesystems") or []
+    ]
+    out += [
         "- Headroom: %s to the high threshold, %s to eviction"
         % (_headroom(node["headroom"]["high_threshold_bytes"]), _headroom(node["headroom"]["eviction_bytes"], limit=-1)),
         "- Images: %s (%s in use); reclaimable under the node's policy %s, by pruning %s"

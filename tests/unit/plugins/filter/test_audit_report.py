@@ -580,8 +580,11 @@ def test_split_image_filesystem_shows_both():
         {"kind": "container", "mountpoint": "/var/lib/containers/overlay-containers", "capacity_bytes": 200, "used_bytes": 2,
          "available_bytes": 150, "usage_percent": 25},
     ]}
-    out = ar.audit_report([node("n1", cri_info=cri)])["nodes"][0]
+    report = ar.audit_report([node("n1", cri_info=cri)])
+    out = report["nodes"][0]
     assert out["imagefs"]["mountpoint"] == "/var/lib/images/overlay-images" and out["imagefs"]["usage_percent"] == 60
+    assert "Container filesystem (split image filesystem): /var/lib/containers/overlay-containers, 25% used" in render("md", report)
+    assert "Container filesystem (split image filesystem): /var/lib/containers/overlay-containers, 25% used" in render("html", report)
     assert out["container_filesystems"] == [
         {"mountpoint": "/var/lib/containers/overlay-containers", "capacity_bytes": 200, "used_bytes": 2, "available_bytes": 150, "usage_percent": 25}
     ]
