@@ -16,7 +16,7 @@ APT_PACKAGES=(
   docker.io debootstrap            # node containers for Molecule and the fleet tests
   git tar util-linux
   shellcheck                       # ansible-test sanity lints the shell scripts with it
-  chromium fonts-dejavu-core       # headless browser test of the audit report (tests/report)
+  chromium fonts-dejavu-core       # headless browser tests: the audit report (tests/report), the docs site (release checks)
 )
 
 if [ "$(id -u)" -ne 0 ]; then
