@@ -7,7 +7,7 @@
 #   python3-protobuf and the newest grpcio/protobuf from PyPI.
 #
 # Usage: bash scripts/test.sh [STEP...]   (no step: all of them, as CI does)
-#   steps: protogen sanity lint unit report integration molecule fleet
+#   steps: protogen sanity lint unit report integration molecule fleet matrix release
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -121,4 +121,14 @@ export KUBENODE_GC_NODE_IMAGE KUBENODE_GC_NODE_IMAGES KUBENODE_GC_CRIO_DIR
 for scenario in $scenarios; do
   (cd "$dest" && ANSIBLE_COLLECTIONS_PATH="$TREE" molecule test -s "$scenario")
 done
+fi
+
+if want matrix; then
+step "ansible-core 2.16 to 2.21: sanity on the lowest and newest, unit and smoke tests on each"
+bash scripts/ansible-matrix.sh
+fi
+
+if want release; then
+step "release checks: changelog, execution environment, galaxy-importer, docs site"
+bash scripts/release-checks.sh
 fi
