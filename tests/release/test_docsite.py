@@ -19,7 +19,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from tests.compat.test_smoke import node, run  # noqa: F401  pylint: disable=unused-import  (fixtures)
+from tests.compat.test_smoke import node, run  # noqa: F401  pylint: disable=unused-import
 
 DOCSITE = os.environ.get("KUBENODE_GC_DOCSITE")
 ARTIFACTS = os.environ.get("KUBENODE_GC_ARTIFACTS") or tempfile.mkdtemp(prefix="kubenode-gc-docsite-")
