@@ -21,9 +21,9 @@ import sys
 
 import pytest
 
-from tests.harness.collection import COLLECTIONS_PATH
-from tests.harness.containerd import EmbeddedContainerd
-from tests.harness.images import ImageSpec
+from devtools.collection import collections_path
+from devtools.containerd import EmbeddedContainerd
+from devtools.images import ImageSpec
 
 MIB = 1 << 20
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -80,7 +80,7 @@ def run(node, tmp_path_factory):
     command = shlex.split(os.environ.get("KUBENODE_GC_COMPAT_ANSIBLE_PLAYBOOK", os.path.join(os.path.dirname(sys.executable), "ansible-playbook")))
     env = dict(
         os.environ,
-        ANSIBLE_COLLECTIONS_PATH=os.environ.get("KUBENODE_GC_COMPAT_COLLECTIONS", COLLECTIONS_PATH),
+        ANSIBLE_COLLECTIONS_PATH=os.environ.get("KUBENODE_GC_COMPAT_COLLECTIONS") or collections_path(),
         ANSIBLE_NOCOLOR="1",
         ANSIBLE_RETRY_FILES_ENABLED="0",
         ANSIBLE_LOCALHOST_WARNING="0",
