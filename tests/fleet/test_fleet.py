@@ -213,7 +213,8 @@ def test_audit_report_json(audit, before):
         assert node["images"]["reclaimable_prune"]["count"] == len(ids) - 3
     assert nodes["node-b"]["images"]["reclaimable_policy"]["count"] == 0
     assert nodes["node-a"]["images"]["reclaimable_policy"]["count"] > 0
-    assert nodes["node-a"]["thresholds"] == {"high_percent": HIGH, "low_percent": LOW, "source": "kubelet_config"}
+    thresholds = nodes["node-a"]["thresholds"]
+    assert (thresholds["high_percent"], thresholds["low_percent"], thresholds["source"]) == (HIGH, LOW, "kubelet_config")
     assert nodes["node-a"]["drift"] == [] and nodes["node-b"]["drift"] == []
     drift = {(d["component"], d["key"]): d for d in nodes["node-c"]["drift"]}
     assert drift[("kubelet", "imageGCHighThresholdPercent")]["desired"] == HIGH
