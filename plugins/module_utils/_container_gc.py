@@ -41,7 +41,7 @@ def options(params):
     if min_age < 0:
         raise OptionError("invalid minimum garbage collection age: %s." % params["min_age"])
     names = ("max_per_pod_container", "max_containers", "sandboxes", "logs", "pod_logs_dir", "container_logs_dir", "active_pod_uids",
-             "evict_terminated_pods")
+             "evicted_pod_uids", "evict_terminated_pods")
     return dict(cri_options(params), min_age=min_age, **{k: params[k] for k in names})
 
 
@@ -93,10 +93,12 @@ def run(client, opts, check_mode=False, now=None):
     now = now if now is not None else time.time_ns()
 
     active = None if opts["active_pod_uids"] is None else set(opts["active_pod_uids"])
+    evicted = set(opts["evicted_pod_uids"] or ())
 
     def deleted(uid):
-        # without the list of live pods, no pod is treated as deleted (the kubelet before all sources are ready)
-        return active is not None and uid not in active
+        # ShouldPodContentBeRemoved: an evicted pod, or one missing from the list of live pods; without that list
+        # no other pod is treated as deleted (the kubelet before all sources are ready)
+        return uid in evicted or (active is not None and uid not in active)
 
     ready_pods = {s["uid"] for s in sandboxes if s["state"] == "ready"} | {c["pod_uid"] for c in containers if c["state"] == "running"}
 
@@ -133,7 +135,7 @@ def run(client, opts, check_mode=False, now=None):
                 result["removed_sandboxes"].append(_sandbox_entry(s))
 
     if opts["logs"]:
-        if active is not None:
+        if active is not None or evicted:
             for name in policy.plan_pod_log_dirs(pod_log_dirs(opts["pod_logs_dir"]), deleted):
                 path = os.path.join(opts["pod_logs_dir"], name)
                 if check_mode or _remove_path(path, result, tree=True):

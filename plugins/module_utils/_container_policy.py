@@ -30,6 +30,10 @@ def _never(uid):
     return False
 
 
+def _gc_uid(c):
+    return c["label_pod_uid"] if "label_pod_uid" in c else c["pod_uid"] or ""
+
+
 def _newest_first(containers):
     # equal creation times: the higher id counts as newer, as for sandboxes
     return sorted(containers, key=lambda c: (c["created_at_ns"], c["id"]), reverse=True)
@@ -38,7 +42,9 @@ def _newest_first(containers):
 def plan_containers(containers, now, min_age, max_per_pod_container, max_containers, deleted=_never, terminated=_never, evict_terminated=False):
     """evictContainers: return (to remove in order, each with a ``reason``; kept counts).
 
-    containers: records with id, name, pod_uid, state (created/running/exited/unknown), created_at_ns.
+    containers: records with id, name, pod_uid, state (created/running/exited/unknown), created_at_ns, and
+    optionally label_pod_uid: the io.kubernetes.pod.uid label ("" without it), which evictableContainers
+    groups by; a container without the label belongs to no pod (uid ""), not to its sandbox's pod.
     min_age: ns; a container created less than min_age before ``now`` is never removed.
     max_per_pod_container / max_containers: negative means no limit.
     Reasons: ``pod_deleted``, ``pod_terminated``, ``per_container_limit``, ``node_limit``.
@@ -51,7 +57,7 @@ def plan_containers(containers, now, min_age, max_per_pod_container, max_contain
         elif c["created_at_ns"] > now - min_age:
             kept["too_young"] += 1
         else:
-            units.setdefault((c["pod_uid"] or "", c["name"]), []).append(c)
+            units.setdefault((_gc_uid(c), c["name"]), []).append(c)
 
     removals = []
 

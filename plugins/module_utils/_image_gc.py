@@ -21,7 +21,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy a
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
 from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
-from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
+from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError, PolicyError
 from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import keep_matcher
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import validate_ages, validate_thresholds
@@ -117,17 +117,36 @@ class _State:
         self.records = policy.detect(self.ledger["images"], self.images, in_use, self.free_time, self.free_time, hints)
         gc_opts = policy.PlanOptions(opts["mode"], opts["high"], opts["low"], opts["min_age"], opts["max_age"],
                                      keep=keep_matcher(opts["keep_images"]), max_removals=opts["max_removals"])
-        try:
-            self.plan = policy.plan(self.images, self.records, gc_opts, self.free_time, self.capacity, self.available,
-                                    tracking_since=self.ledger["created"])
-        except PolicyError as exc:
-            raise GcError("%s (mountpoint %s)." % (exc, self.mountpoint))
+        self.plan = policy.plan(self.images, self.records, gc_opts, self.free_time, self.capacity, self.available,
+                                tracking_since=self.ledger["created"])
 
 
 def _run(client, opts, check_mode, now, statvfs):
     state = _State(client, opts, now)
     plan = state.plan
-    result = {
+    result = new_result(plan, check_mode)
+    if check_mode:
+        _predict(result, state, opts)
+    else:
+        _remove(result, state, opts, client, statvfs)
+    _finish(result, state.images)
+    stop = result.pop("stop_message", None)
+    if stop:
+        raise GcError(stop, _public(result))
+    if result["errors"]:
+        raise GcError("Removing %d image(s) failed: %s" % (len(result["errors"]), " ".join(e["msg"] for e in result["errors"])), _public(result))
+    if plan.error:
+        # the kubelet's InvalidDiskCapacity, after the age pass ran
+        raise GcError("%s (mountpoint %s)." % (plan.error, state.mountpoint), _public(result))
+    shortfall = result.pop("insufficient_message", None)
+    if result["insufficient"] and opts["fail_on_insufficient"]:
+        raise GcError(shortfall, _public(result))
+    return result
+
+
+def new_result(plan, check_mode):
+    """The result of a run of ``plan`` before anything is removed."""
+    return {
         "removed": [],
         "kept": dict(plan.kept),
         "usage_before": plan.usage_before,
@@ -140,17 +159,6 @@ def _run(client, opts, check_mode, now, statvfs):
         "errors": [],
         "warnings": [],
     }
-    if check_mode:
-        _predict(result, state, opts)
-    else:
-        _remove(result, state, opts, client, statvfs)
-    _finish(result, state.images)
-    if result["errors"]:
-        raise GcError("Removing %d image(s) failed: %s" % (len(result["errors"]), " ".join(e["msg"] for e in result["errors"])), _public(result))
-    shortfall = result.pop("insufficient_message", None)
-    if result["insufficient"] and opts["fail_on_insufficient"]:
-        raise GcError(shortfall, _public(result))
-    return result
 
 
 def _predict(result, state, opts):
@@ -171,7 +179,11 @@ def _remove(result, state, opts, client, statvfs):
     plan, capacity = state.plan, state.capacity
     executor = _Executor(client, opts, result)
     executor.remove(plan.age, "age")
-    if opts["mode"] == "prune":
+    if result["errors"]:
+        # freeOldImages' error ends GarbageCollect before the threshold pass
+        result["stop_message"] = "wanted to free images older than %s, encountered errors in image deletion: %s" % (
+            format_duration(opts["max_age"]), _aggregate(result["errors"]))
+    elif opts["mode"] == "prune":
         executor.remove(plan.space, "prune")
     elif plan.threshold_hit:
         budget = None if opts["max_removals"] is None else max(0, opts["max_removals"] - len(result["removed"]))
@@ -182,8 +194,22 @@ def _remove(result, state, opts, client, statvfs):
         else:
             def remaining():
                 return plan.bytes_to_free - executor.freed_by_reason["space"]
-        executor.until(plan.eligible, "space", remaining, budget, calibrate=opts["measure_freed"])
-        if remaining() > 0:
+        errors_before = len(result["errors"])
+        executor.until(plan.eligible, "space", remaining, budget, calibrate=opts["measure_freed"], planned=len(plan.space))
+        if executor.stalled:
+            result["warnings"].append(
+                "Removing %d image(s) freed no measurable space on %s (the runtime frees space lazily, or their layers are shared with images "
+                "still in use), so the threshold pass stopped there rather than remove more than needed." % (executor.stalled, state.mountpoint))
+        elif executor.short_rate:
+            result["warnings"].append(
+                "Removing the %d image(s) of the size-based plan freed only %d of their %d bytes on %s (their layers are shared with images still "
+                "in use, or the runtime frees space lazily); at that rate the other candidates cannot reach the low threshold, so the threshold "
+                "pass stopped there rather than remove more than needed." % ((len(plan.space),) + executor.short_rate + (state.mountpoint,)))
+        if len(result["errors"]) > errors_before:
+            # freeSpace's error replaces the FreeDiskSpaceFailed event
+            result["stop_message"] = "wanted to free %d bytes, but freed %d bytes space with errors in image deletion: %s" % (
+                plan.bytes_to_free, executor.freed_by_reason["space"], _aggregate(result["errors"][errors_before:]))
+        elif remaining() > 0:
             _insufficient(result, plan, capacity, executor.freed_by_reason["space"])
 
     after = statvfs(state.mountpoint)
@@ -201,6 +227,12 @@ def _remove(result, state, opts, client, statvfs):
             state.records.pop(entry["id"], None)
         state.ledger["images"] = state.records
         _ledger.save(state.ledger_path, state.ledger)
+
+
+def _aggregate(errors):
+    """apimachinery's errors.NewAggregate text: one error is its own text, several are [e1, e2] (duplicates collapsed)."""
+    texts = list(dict.fromkeys(e["msg"] for e in errors))
+    return texts[0] if len(texts) == 1 else "[%s]" % ", ".join(texts)
 
 
 def _insufficient(result, plan, capacity, freed, warn=True):
@@ -245,6 +277,8 @@ class _Executor:
         self.result = result
         self.raced = []
         self.freed_by_reason = {"age": 0, "space": 0, "prune": 0}
+        self.stalled = 0  # removals of the last batch when it freed no measurable space (the pass stopped), else 0
+        self.short_rate = None  # (measured, estimated) bytes freed when the pass stopped at the kubelet's plan
 
     def _still_unused(self, batch):
         """Drop images a container started using since the plan (race with the kubelet)."""
@@ -274,32 +308,54 @@ class _Executor:
         for start in range(0, len(images), self.parallelism):
             self._remove_batch(images[start : start + self.parallelism], reason)
 
-    def until(self, candidates, reason, remaining, budget, calibrate=False):
+    def until(self, candidates, reason, remaining, budget, calibrate=False, planned=None):
         """Remove candidates in order until ``remaining()`` (bytes still to free) is <= 0 after a
         successful removal. Each batch is sized to the remaining need: by the images' sizes, scaled
         (when ``calibrate``) by how many bytes a removed byte of image size really freed so far,
-        which starts from a first batch of one image."""
+        which starts from a first batch of one image.
+
+        When ``calibrate``: a batch that frees no measurable space ends the pass (``stalled``), and
+        past the first ``planned`` candidates (the kubelet's size-based plan) a batch starts only
+        when, at the rate measured so far, the candidates left can still reach the target (else
+        ``short_rate`` holds (measured, estimated) bytes and the pass ends)."""
         queue = list(candidates)
+        queue.reverse()  # pop() from the end
+        left_bytes = sum(i["size"] for i in queue)
         taken = 0
         need = remaining()
         succeeded = 0
         ratio = 1.0
+        measured_total, est_total = 0, 0
         while queue and (budget is None or taken < budget):
             if succeeded and need <= 0:
                 break
             limit = 1 if calibrate and not succeeded else self.parallelism
+            if calibrate and planned is not None:
+                if taken < planned:
+                    limit = min(limit, planned - taken)  # a batch never crosses the end of the kubelet's plan
+                elif est_total and left_bytes * measured_total < need * est_total:
+                    self.short_rate = (measured_total, est_total)
+                    break
             batch, total = [], 0
             while queue and len(batch) < limit and (budget is None or taken + len(batch) < budget):
-                img = queue.pop(0)
+                img = queue.pop()
+                left_bytes -= img["size"]
                 batch.append(img)
                 total += img["size"] * ratio
                 if total >= need:
                     break
             taken += len(batch)
             before_est = self.freed_by_reason[reason]
-            succeeded += self._remove_batch(batch, reason)
+            done = self._remove_batch(batch, reason)
+            succeeded += done
             before_need, need = need, remaining()
             est = self.freed_by_reason[reason] - before_est
-            if calibrate and est > 0 and before_need > need:
+            if calibrate and est > 0:
+                if before_need <= need:
+                    # removals that free nothing measurable: going on could remove every eligible image for nothing
+                    self.stalled = done
+                    break
+                measured_total += before_need - need
+                est_total += est
                 ratio = min(10.0, max(0.1, float(before_need - need) / est))
         return self.freed_by_reason[reason]

@@ -22,7 +22,6 @@ Times are integer nanoseconds since the epoch; 0 means "never" (Go's zero time).
 
 from __future__ import annotations
 
-from ansible_collections.kubenode.gc.plugins.module_utils._errors import PolicyError
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import usage_percent
 
 KEPT_REASONS = ("in_use", "pinned", "sandbox", "keep_list", "too_young", "recently_used", "not_needed")
@@ -45,6 +44,12 @@ def detect(records, images, in_use, detect_time, now, first_seen_hints=None):
     first_seen_hints: {id: ns} an earlier first_detected for images never recorded before (for
     example the creation time of the oldest container using it); never later than detect_time.
     Records of images no longer listed are dropped.
+
+    Each record also gets ``last_possible_use``: the latest time the image could have been used, given
+    that it is seen only at runs. In use now: now. Seen unused for the first time after a run that saw it
+    in use (or at its first detection): this run, since its container may have gone just before it.
+    Otherwise it stays. The max-age pass judges by it, so it never removes an image that could have been
+    used within max_age; ``last_used`` (the kubelet's, for the LRU order) keeps the earlier bound.
     """
     hints = first_seen_hints or {}
     new = {}
@@ -52,11 +57,16 @@ def detect(records, images, in_use, detect_time, now, first_seen_hints=None):
         rec = records.get(img["id"])
         if rec is None:
             first = min(detect_time, hints.get(img["id"], detect_time))
-            rec = {"first_detected": first, "last_used": 0}
+            rec = {"first_detected": first, "last_used": 0, "last_possible_use": detect_time}
         else:
             rec = dict(rec)
+            if rec.get("last_possible_use") is None:
+                # a record from before last_possible_use was kept: assume its last sighting was in use
+                rec["last_possible_use"] = rec["last_used"] or rec["first_detected"]
         if img["id"] in in_use:
-            rec["last_used"] = now
+            rec["last_used"] = rec["last_possible_use"] = now
+        elif rec["last_used"] and rec["last_possible_use"] <= rec["last_used"]:
+            rec["last_possible_use"] = detect_time
         new[img["id"]] = rec
     return new
 
@@ -90,7 +100,8 @@ def eviction_order(images, records, keep=None, kept=None):
                 kept[reason] += 1
             continue
         rec = records[img["id"]]
-        out.append(dict(img, first_detected=rec["first_detected"], last_used=rec["last_used"]))
+        out.append(dict(img, first_detected=rec["first_detected"], last_used=rec["last_used"],
+                        last_possible_use=max(rec["last_used"], rec.get("last_possible_use") or 0)))
     out.sort(key=lambda i: (i["last_used"], i["first_detected"], i["id"]))
     return out
 
@@ -99,14 +110,15 @@ def age_pass(candidates, free_time, max_age, tracking_since):
     """freeOldImages: (to remove for age, the rest in order).
 
     The pass runs only when max_age > 0 and last-use tracking (the kubelet's uptime; here the
-    ledger's age) is strictly older than max_age. An image goes when free_time - last_used > max_age
-    (last_used 0 = infinitely old). first_detected and min_age are not consulted, as upstream.
+    ledger's age) is strictly older than max_age. An image goes when free_time - last_possible_use >
+    max_age (the kubelet's last_used, bounded by what runs could see; see detect). first_detected and
+    min_age are not consulted, as upstream.
     """
     if max_age <= 0 or free_time - tracking_since <= max_age:
         return [], list(candidates)
     old, rest = [], []
     for img in candidates:
-        (old if free_time - img["last_used"] > max_age else rest).append(img)
+        (old if free_time - img.get("last_possible_use", img["last_used"]) > max_age else rest).append(img)
     return old, rest
 
 
@@ -141,6 +153,8 @@ class Plan:
         self.bytes_to_free = 0
         self.threshold_hit = False
         self.estimated_short = False  # the sizes of every eligible image do not reach bytes_to_free
+        self.disabled = False  # threshold mode with high 100 and no max age: the kubelet never starts image GC
+        self.error = None  # the kubelet's error after the age pass (invalid capacity), or None
 
     @property
     def removals(self):
@@ -162,14 +176,23 @@ def plan(images, records, opts, free_time, capacity, available, tracking_since=0
     """GarbageCollect (``threshold``) or DeleteUnusedImages (``prune``) without side effects.
 
     images: deduplicated snapshot images with in_use / pinned / sandbox_image flags.
-    records: detect()'s output for free_time. opts: a PlanOptions. Returns a Plan; raises PolicyError
-    when the image filesystem capacity is 0 (the kubelet's InvalidDiskCapacity).
+    records: detect()'s output for free_time. opts: a PlanOptions. Returns a Plan.
+    When the image filesystem capacity is 0 the age pass is still planned and ``error`` holds the
+    kubelet's invalid-capacity error (the run fails after the age pass). With ``high`` 100 and no
+    ``max_age`` in threshold mode nothing is planned (``disabled``): the kubelet's
+    StartGarbageCollection never starts image GC then.
     """
     mode, high, low, min_age, max_age = opts.mode, opts.high, opts.low, opts.min_age, opts.max_age
     keep, max_removals = opts.keep, opts.max_removals
     result = Plan()
     candidates = eviction_order(images, records, keep, result.kept)
 
+    if mode != "prune" and high >= 100 and max_age <= 0:
+        result.disabled = True
+        result.kept["not_needed"] += len(candidates)
+        if capacity:
+            result.usage_before = usage_percent(capacity, available)
+        return result
     if mode == "prune":
         for img in candidates:
             reason = space_eligible(img, free_time, min_age)
@@ -184,7 +207,9 @@ def plan(images, records, opts, free_time, capacity, available, tracking_since=0
         old, rest = age_pass(candidates, free_time, max_age, tracking_since)
         result.age = old
         if not capacity:
-            raise PolicyError("invalid capacity 0 on image filesystem")
+            result.error = "invalid capacity 0 on image filesystem"
+            result.kept["not_needed"] += len(rest)
+            return _cap(result, max_removals)
         result.usage_before = usage_percent(capacity, available)
         if result.usage_before >= high:
             result.threshold_hit = True
@@ -208,11 +233,15 @@ def plan(images, records, opts, free_time, capacity, available, tracking_since=0
             for img in rest:
                 result.kept[space_eligible(img, free_time, min_age) or "not_needed"] += 1
 
+    return _cap(result, max_removals)
+
+
+def _cap(result, max_removals):
+    """Apply max_removals; eligible images past the stop point (or the cap) are kept as not needed."""
     over_age = []
     if max_removals is not None:
         result.age, over_age = result.age[:max_removals], result.age[max_removals:]
         result.space = result.space[: max(0, max_removals - len(result.age))]
-    # eligible images past the stop point (or past max_removals) are kept as not needed
     chosen = {i["id"] for i in result.space}
     result.kept["not_needed"] += len(over_age) + sum(1 for i in result.eligible if i["id"] not in chosen)
     return result

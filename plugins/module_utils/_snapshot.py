@@ -203,6 +203,8 @@ def read_containers(client, sandboxes):
                 "name": c.metadata.name,
                 "attempt": int(c.metadata.attempt),
                 "pod_uid": labels.get(POD_UID_LABEL) or pod.get("uid"),
+                # the uid the kubelet's container GC groups by: the label only ("" without it, no sandbox fallback)
+                "label_pod_uid": labels.get(POD_UID_LABEL) or "",
                 "pod_name": labels.get(POD_NAME_LABEL) or pod.get("name"),
                 "pod_namespace": labels.get(POD_NAMESPACE_LABEL) or pod.get("namespace"),
                 "sandbox_id": c.pod_sandbox_id,

@@ -24,8 +24,10 @@ description:
     the container.
   - Differences from the kubelet, on purpose.
     The kubelet knows which pods exist from the API server; this module knows only what O(active_pod_uids) says.
-    Without it, no pod is treated as deleted (only the limits and the keep-newest-sandbox rule apply), which is safe
-    without API access.
+    Without it, no pod is treated as deleted (only the limits, the keep-newest-sandbox rule and O(evicted_pod_uids)
+    apply), which is safe without API access. Evicted and terminating pods are known only from O(evicted_pod_uids).
+    A container without the C(io.kubernetes.pod.uid) label belongs to no pod (uid V("")), as in the kubelet, so with
+    O(active_pod_uids) it counts as a container of a deleted pod.
     A pod counts as terminated (for O(evict_terminated_pods)) when it has no ready sandbox and no running container left,
     or is deleted.
     Log files are located from the kubelet's directory layout instead of one C(ContainerStatus) call per container, and
@@ -54,9 +56,10 @@ options:
   min_age:
     description:
       - Containers created less than this long ago are never removed (kubelet C(--minimum-container-ttl-duration)).
-        A Go duration such as V(1m) or V(1h30m).
+        A Go duration such as V(1m) or V(1h30m). The kubelet's default, V(0s), lets any dead container go; the newest
+        dead container of every pod and container name is still kept by O(max_per_pod_container).
     type: str
-    default: 1m
+    default: 0s
   max_per_pod_container:
     description:
       - Dead containers kept per pod and container name (kubelet C(--maximum-dead-containers-per-container)).
@@ -92,7 +95,15 @@ options:
       - The uids of the pods that still exist, for example from C(kubernetes.core.k8s_info) with a
         C(spec.nodeName=<node>) field selector. Every pod seen on the node but missing from this list is deleted - all its
         dead containers, its sandboxes and its pod log directory go.
-      - When not given, no pod is treated as deleted.
+      - When not given, no pod is treated as deleted (except those in O(evicted_pod_uids)).
+    type: list
+    elements: str
+  evicted_pod_uids:
+    description:
+      - The uids of pods that still exist in the API but whose content the kubelet removes (C(ShouldPodContentBeRemoved)) -
+        evicted pods (C(status.phase=Failed), C(status.reason=Evicted)), and terminating pods (C(metadata.deletionTimestamp)
+        set) with no running container. They are treated as deleted - all their dead containers, their not-ready sandboxes
+        and their pod log directories go - even when they are also in O(active_pod_uids).
     type: list
     elements: str
   evict_terminated_pods:
@@ -119,9 +130,12 @@ EXAMPLES = r"""
   delegate_to: localhost
   register: node_pods
 
-- name: Remove everything left of deleted pods, keep two dead containers per container otherwise
+- name: Remove everything left of deleted and evicted pods, keep two dead containers per container otherwise
   kubenode.gc.container_gc:
     active_pod_uids: "{{ node_pods.resources | map(attribute='metadata.uid') | list }}"
+    evicted_pod_uids: >-
+      {{ node_pods.resources | selectattr('status.reason', 'defined') | selectattr('status.phase', 'eq', 'Failed')
+         | selectattr('status.reason', 'eq', 'Evicted') | map(attribute='metadata.uid') | list }}
     max_per_pod_container: 2
   become: true
 
@@ -196,7 +210,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._container_gc import o
 
 ARGUMENT_SPEC = dict(
     CRI_COMMON_ARGS,
-    min_age=dict(type="str", default="1m"),
+    min_age=dict(type="str", default="0s"),
     max_per_pod_container=dict(type="int", default=1),
     max_containers=dict(type="int", default=-1),
     sandboxes=dict(type="bool", default=True),
@@ -204,6 +218,7 @@ ARGUMENT_SPEC = dict(
     pod_logs_dir=dict(type="path", default="/var/log/pods"),
     container_logs_dir=dict(type="path", default="/var/log/containers"),
     active_pod_uids=dict(type="list", elements="str"),
+    evicted_pod_uids=dict(type="list", elements="str"),
     evict_terminated_pods=dict(type="bool", default=False),
 )
 

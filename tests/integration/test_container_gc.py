@@ -94,11 +94,52 @@ def test_defaults_keep_the_last_dead_container_of_every_container(ansible, runti
     assert set(containers_left(runtime)) == set(left)
 
 
-def test_default_min_age_keeps_fresh_containers(ansible, runtime, links, node):
+def test_default_min_age_is_the_kubelets_zero(ansible, runtime, links, node):
+    ids = node["ids"]
     res = ansible.module("kubenode.gc.container_gc", {"cri_endpoint": runtime.endpoint, "pod_logs_dir": runtime.pod_logs, "container_logs_dir": links})
-    assert res["changed"] is False and res["removed_containers"] == []
-    assert res["kept"]["too_young"] == 6 and res["kept"]["running"] == 1
-    assert len(containers_left(runtime)) == 7
+    assert not res.get("failed"), res.get("msg")
+    # MinimumGCAge 0: fresh dead containers go at once; the newest of each (pod, name) stays by max_per_pod_container
+    assert {c["id"] for c in res["removed_containers"]} == {ids["app0"], ids["app1"], ids["task0"]}
+    assert res["kept"]["too_young"] == 0 and res["kept"]["running"] == 1
+    assert set(containers_left(runtime)) == {ids["app2"], ids["side"], ids["init"], ids["task1"]}
+
+
+def test_evicted_pods_lose_containers_sandboxes_and_log_dirs_while_still_in_the_api(ansible, runtime, links, node):
+    ids = node["ids"]
+    runtime.client.stop_pod_sandbox(node["job"][0])  # the job pod was evicted: its sandbox is stopped, its API object stays
+    res = cgc(ansible, runtime, links, active_pod_uids=["uid-web", "uid-job"], evicted_pod_uids=["uid-job"])
+    assert not res.get("failed"), res.get("msg")
+    reasons = {c["id"]: c["reason"] for c in res["removed_containers"]}
+    assert reasons == {ids["task0"]: "pod_deleted", ids["task1"]: "pod_deleted", ids["app0"]: "per_container_limit", ids["app1"]: "per_container_limit"}
+    assert set(containers_left(runtime)) == {ids["app2"], ids["side"], ids["init"]}
+    assert [(s["id"], s["reason"]) for s in res["removed_sandboxes"]] == [(node["job"][0], "pod_deleted")]
+    assert sandboxes_left(runtime) == {node["web"][0]}
+    assert not os.path.exists(node["job"][1]["log_directory"])
+    assert os.path.isdir(node["web"][1]["log_directory"])
+
+
+def test_container_without_pod_uid_label_belongs_to_no_pod(ansible, runtime, links, node):
+    ids = node["ids"]
+    sandbox_id, pod = node["web"]
+    config = {
+        "metadata": {"name": "app", "attempt": 9},
+        "image": {"image": "img:1"},
+        "command": ["/bin/true"],
+        "log_path": "app/9.log",
+        "labels": {"io.kubernetes.pod.name": "web", "io.kubernetes.pod.namespace": "default", "io.kubernetes.container.name": "app"},
+        "linux": {"security_context": {"namespace_options": {"network": "NODE"}}},
+    }
+    orphan = runtime.client.create_container(sandbox_id, config, pod)
+    runtime.client.start_container(orphan)
+    runtime.wait_for_state(orphan, "CONTAINER_EXITED")
+    # every pod is live; the unlabelled container is not web's (no sandbox inheritance): uid "" is no live pod
+    res = cgc(ansible, runtime, links, active_pod_uids=["uid-web", "uid-job"])
+    assert not res.get("failed"), res.get("msg")
+    reasons = {c["id"]: c["reason"] for c in res["removed_containers"]}
+    assert reasons == {orphan: "pod_deleted", ids["task0"]: "per_container_limit", ids["app0"]: "per_container_limit",
+                       ids["app1"]: "per_container_limit"}
+    # web's own newest dead app container is still kept: the orphan did not count as web's newer one
+    assert ids["app2"] in containers_left(runtime) and orphan not in containers_left(runtime)
 
 
 def test_no_limits_keep_everything(ansible, runtime, links, node):

@@ -216,7 +216,8 @@ def test_max_age_pass_uses_the_ledger(ansible, runtime, tmp_path):
     hour = 3600 * 10**9
     ledger = tmp_path / "l.json"
     ledger.write_text(json.dumps({"version": 1, "created": now - 3 * hour, "images": {
-        ids["docker.io/library/stale:1"]: {"first_detected": now - 3 * hour, "last_used": now - 2 * hour},
+        # last seen in use 2h ago, first seen unused 90m ago: unused for longer than max_age
+        ids["docker.io/library/stale:1"]: {"first_detected": now - 3 * hour, "last_used": now - 2 * hour, "last_possible_use": now - 90 * 60 * 10**9},
         ids["docker.io/library/fresh:1"]: {"first_detected": now - 3 * hour, "last_used": now - 10 * 60 * 10**9},
     }}))
     res = gc(ansible, runtime, ledger_path=str(ledger), max_age="1h", min_age="2m", high_threshold_percent=100, low_threshold_percent=99)
@@ -227,6 +228,61 @@ def test_max_age_pass_uses_the_ledger(ansible, runtime, tmp_path):
     young = tmp_path / "young.json"
     res = gc(ansible, runtime, ledger_path=str(young), max_age="1h", high_threshold_percent=100, low_threshold_percent=99)
     assert res["removed"] == []
+
+
+def test_max_age_pass_counts_the_first_run_that_saw_an_image_unused_as_its_last_possible_use(ansible, runtime, tmp_path):
+    runtime.import_images([ImageSpec("was-used:1"), ImageSpec("long-unused:1")])
+    ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
+    now = __import__("time").time_ns()
+    hour = 3600 * 10**9
+    ledger = tmp_path / "l.json"
+    # the previous run, 2h ago, saw was-used:1 in use; its container went away since. long-unused:1 was first seen
+    # unused 2h ago (after being in use 3h ago).
+    ledger.write_text(json.dumps({"version": 1, "created": now - 4 * hour, "images": {
+        ids["docker.io/library/was-used:1"]: {"first_detected": now - 4 * hour, "last_used": now - 2 * hour, "last_possible_use": now - 2 * hour},
+        ids["docker.io/library/long-unused:1"]: {"first_detected": now - 4 * hour, "last_used": now - 3 * hour,
+                                                 "last_possible_use": now - 2 * hour},
+    }}))
+    common = dict(ledger_path=str(ledger), max_age="1h", high_threshold_percent=100, low_threshold_percent=99)
+    res = gc(ansible, runtime, **common)
+    assert not res.get("failed"), res.get("msg")
+    # was-used:1 may have been used until just before this run: kept, although last_used is 2h old
+    assert [r["repo_tags"] for r in res["removed"]] == [["docker.io/library/long-unused:1"]]
+    assert tags_left(runtime) == {"docker.io/library/was-used:1", runtime.sandbox_image}
+    with open(ledger, encoding="utf-8") as f:
+        record = json.load(f)["images"][ids["docker.io/library/was-used:1"]]
+    assert record["last_used"] == now - 2 * hour and record["last_possible_use"] > now - 60 * 10**9
+
+
+def test_high_100_without_max_age_removes_nothing_at_full_usage(ansible, runtime):
+    runtime.import_images([ImageSpec("idle-%d:1" % n, size=MIB, share_base=False) for n in range(3)])
+    for high, low in ((100, 0), (100, 99)):
+        res = gc(ansible, runtime, high_threshold_percent=high, low_threshold_percent=low)
+        assert not res.get("failed"), res.get("msg")
+        assert res["removed"] == [] and res["changed"] is False and res["kept"]["not_needed"] == 3
+    assert len(tags_left(runtime)) == 4
+
+
+def test_shared_layer_with_an_image_in_use_is_not_over_deleted(ansible, runtime):
+    # an image in use and six candidates share one 24 MiB layer; each candidate holds only 64 KiB of its own
+    runtime.import_images([ImageSpec("in-use:1", size=64 << 10, shared_size=24 * MIB)]
+                          + [ImageSpec("cand-%d:1" % n, size=64 << 10, shared_size=24 * MIB) for n in range(6)])
+    pod = runtime.run_pod("user")
+    runtime.add_container(pod, "c", "in-use:1", "running")
+    now = usage(runtime)
+    assert now >= 30
+    low = now - 12  # about 15 MiB to free: one candidate by its size; all six could not free it
+    plan = gc(ansible, runtime, check=True, high_threshold_percent=now, low_threshold_percent=low)
+    kubelet_plan = len(plan["removed"])
+    assert 1 <= kubelet_plan < 6
+    res = gc(ansible, runtime, high_threshold_percent=now, low_threshold_percent=low)
+    assert not res.get("failed"), res.get("msg")
+    assert 1 <= len(res["removed"]) <= kubelet_plan
+    assert any("rather than remove more than needed" in w for w in res.get("warnings", [])), res.get("warnings")
+    assert res["insufficient"] is True and res["target_reached"] is False
+    left = tags_left(runtime)
+    assert "docker.io/library/in-use:1" in left
+    assert len([t for t in left if "cand-" in t]) == 6 - len(res["removed"]) >= 6 - kubelet_plan
 
 
 def test_min_age_keeps_new_images(ansible, runtime, tmp_path):
@@ -333,3 +389,43 @@ def test_containerd_down_is_a_clear_failure(ansible, tmp_path):
     res = ansible.module("kubenode.gc.image_gc", {"cri_endpoint": "unix://%s/gone.sock" % tmp_path, "ledger_path": ""})
     assert res["failed"] is True
     assert res["msg"] == "CRI endpoint unix://%s/gone.sock is unusable for Version: socket %s/gone.sock does not exist." % (tmp_path, tmp_path)
+
+
+def test_failed_removal_in_the_threshold_pass_fails_with_the_kubelet_error(runtime):
+    runtime.import_images([ImageSpec("tfail-%d:1" % n, size=4 * MIB, share_base=False) for n in range(3)])
+    ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
+    bad = ids["docker.io/library/tfail-0:1"]
+    opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, min_age="0s", high_threshold_percent=usage(runtime), low_threshold_percent=0,
+                                        ledger_path="", measure_freed=False, lock_timeout=5))
+    with pytest.raises(_image_gc.GcError) as err:
+        _image_gc.run(FailingClient(runtime.endpoint, bad), opts)
+    result = err.value.result
+    assert str(err.value).startswith("wanted to free %d bytes, but freed %d bytes space with errors in image deletion: CRI endpoint %s failed RemoveImage: "
+                                     % (result["bytes_to_free"], sum(r["size"] for r in result["removed"]), runtime.endpoint))
+    assert [e["id"] for e in result["errors"]] == [bad] and result["changed"] is True
+    assert not any("Insufficient free disk space" in w for w in result["warnings"])
+    assert tags_left(runtime) == {"docker.io/library/tfail-0:1", runtime.sandbox_image}
+
+
+def test_failed_removal_in_the_max_age_pass_ends_the_run_before_the_threshold_pass(runtime, tmp_path):
+    runtime.import_images([ImageSpec("afail-%d:1" % n, size=4 * MIB, share_base=False) for n in range(3)])
+    ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
+    bad, recent = ids["docker.io/library/afail-0:1"], ids["docker.io/library/afail-2:1"]
+    now = __import__("time").time_ns()
+    hour = 3600 * 10**9
+    ledger = tmp_path / "l.json"
+    ledger.write_text(json.dumps({"version": 1, "created": now - 3 * hour, "images": {
+        i: {"first_detected": now - 3 * hour, "last_used": now - 2 * hour, "last_possible_use": now - 2 * hour} for i in ids.values()}}))
+    data = json.loads(ledger.read_text())
+    data["images"][recent] = {"first_detected": now - 3 * hour, "last_used": now, "last_possible_use": now}
+    ledger.write_text(json.dumps(data))
+    # usage is at the high threshold, so without the failure the threshold pass would remove afail-2 too
+    opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, min_age="0s", max_age="1h", high_threshold_percent=usage(runtime),
+                                        low_threshold_percent=0, ledger_path=str(ledger), lock_timeout=5))
+    with pytest.raises(_image_gc.GcError) as err:
+        _image_gc.run(FailingClient(runtime.endpoint, bad), opts)
+    assert str(err.value).startswith("wanted to free images older than 1h0m0s, encountered errors in image deletion: CRI endpoint %s failed RemoveImage: "
+                                     % runtime.endpoint)
+    result = err.value.result
+    assert [(r["repo_tags"], r["reason"]) for r in result["removed"]] == [(["docker.io/library/afail-1:1"], "age")]
+    assert tags_left(runtime) == {"docker.io/library/afail-0:1", "docker.io/library/afail-2:1", runtime.sandbox_image}

@@ -74,3 +74,9 @@ def test_log_link_name_is_truncated_like_the_kubelet():
     c = {"pod_name": "p" * 300, "pod_namespace": "ns", "name": "c", "id": "0123456789"}
     name = gc.log_link_name(c)
     assert name == "p" * 251 + ".log"
+
+
+def test_minimum_age_defaults_to_the_kubelets_zero_and_evicted_pods_are_accepted():
+    opts = gc.options(params_for(container_gc.ARGUMENT_SPEC, evicted_pod_uids=["u1"]))
+    assert opts["min_age"] == 0
+    assert opts["evicted_pod_uids"] == ["u1"]

@@ -468,3 +468,19 @@ def test_container_log_links_truncated_id_resolves_by_unique_prefix():
     dangling = [log_link("aaaaaa11"), log_link("bbbbbb22"), log_link("cccccc"), log_link("dddddd")]
     # running prefix kept; exited prefix removed; ambiguous prefix (runtime error) removed; unknown prefix removed
     assert policy.plan_container_log_links(dangling, [running, exited] + twins) == dangling[1:]
+
+
+def test_container_without_pod_uid_label_belongs_to_no_pod():
+    # evictableContainers reads the uid from the labels only: an unlabelled container is uid "", not its sandbox's pod
+    old = NOW - 2 * HOUR
+    containers = [dict(container(0, "p1", "app", old), label_pod_uid="p1"),
+                  dict(container(1, "p1", "app", old + 1), label_pod_uid=""),
+                  dict(container(2, "p1", "app", old + 2), label_pod_uid="p1")]
+    live = {"p1"}
+    removals, kept = policy.plan_containers(containers, NOW, 0, 1, -1, deleted=lambda uid: uid not in live)
+    # uid "" is no live pod: c1 goes as pod_deleted; p1 keeps its newest (c2) and loses c0 - c1 is not p1's newer container
+    assert [(r["id"], r["reason"]) for r in removals] == [("c1", "pod_deleted"), ("c0", "per_container_limit")]
+    assert kept["within_limits"] == 1
+    # without the list of live pods, uid "" is a unit of its own and keeps its newest dead container
+    removals, kept = policy.plan_containers(containers, NOW, 0, 1, -1)
+    assert [r["id"] for r in removals] == ["c0"]

@@ -14,6 +14,7 @@ import pytest
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet as kubelet
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import PolicyError
 
 SECOND = 10**9
 MINUTE = 60 * SECOND
@@ -107,9 +108,9 @@ def test_ig02_detect_images_with_new_image():
     first = policy.detect({}, [img(0), img(1)], {"image-1"}, Z, T)
     records = policy.detect(first, [img(0), img(1), img(2)], {"image-1"}, Z + SECOND, T + SECOND)
     assert len(records) == 3
-    assert records["image-2"] == {"first_detected": Z + SECOND, "last_used": Z}
-    assert records["image-0"] == {"first_detected": Z, "last_used": Z}
-    assert records["image-1"] == {"first_detected": Z, "last_used": T + SECOND}
+    assert records["image-2"] == {"first_detected": Z + SECOND, "last_used": Z, "last_possible_use": Z + SECOND}
+    assert records["image-0"] == {"first_detected": Z, "last_used": Z, "last_possible_use": Z}
+    assert records["image-1"] == {"first_detected": Z, "last_used": T + SECOND, "last_possible_use": T + SECOND}
     assert first["image-1"]["last_used"] == T  # the earlier records are not modified
 
 
@@ -209,9 +210,10 @@ def test_ig10_garbage_collect_below_low_threshold():
 @pytest.mark.parametrize("capacity", [None, 0])
 def test_ig11_garbage_collect_stats_failure(capacity):
     # The stats read (ImageFsStats error) is I/O outside the pure planner; what reaches plan() is an unusable
-    # capacity, which is refused like the kubelet's InvalidDiskCapacity.
-    with pytest.raises(policy.PolicyError):
-        garbage_collect([img(0)], set(), capacity=capacity, available=None)
+    # capacity, which fails the run like the kubelet's InvalidDiskCapacity (after the age pass).
+    result = garbage_collect([img(0)], set(), capacity=capacity, available=None)
+    assert result.error == "invalid capacity 0 on image filesystem"
+    assert result.space == [] and not result.threshold_hit
 
 
 def test_ig12_garbage_collect_below_success():
@@ -367,7 +369,7 @@ def test_ig23_validate_image_gc_policy(high, low, message):
     if message is None:
         kubelet.validate_thresholds(high, low)
     else:
-        with pytest.raises(policy.PolicyError) as err:
+        with pytest.raises(PolicyError) as err:
             kubelet.validate_thresholds(high, low)
         assert str(err.value) == message
 
@@ -389,7 +391,7 @@ def test_validate_ages(min_age, max_age, message):
     if message is None:
         kubelet.validate_ages(min_age, max_age)
     else:
-        with pytest.raises(policy.PolicyError) as err:
+        with pytest.raises(PolicyError) as err:
             kubelet.validate_ages(min_age, max_age)
         assert str(err.value) == message
 
@@ -429,9 +431,9 @@ def test_d03_available_above_capacity_is_clamped():
 
 @pytest.mark.parametrize("capacity", [None, 0])
 def test_d04_capacity_zero_is_refused(capacity):
-    with pytest.raises(policy.PolicyError) as err:
-        garbage_collect([img(0)], set(), capacity=capacity, available=0)
-    assert str(err.value) == "invalid capacity 0 on image filesystem"
+    result = garbage_collect([img(0)], set(), capacity=capacity, available=0)
+    assert result.error == "invalid capacity 0 on image filesystem"
+    assert result.removals == []
 
 
 def _aged(last_used):
@@ -564,3 +566,59 @@ def test_kept_reasons_add_up(mode, available, max_age, max_removals):
     assert len(set(ids(result.removals))) == len(result.removals)
     if max_removals is not None:
         assert len(result.removals) <= max_removals
+
+
+# --- issue 12: the kubelet's behaviour where it differed ---------------------------------------------------------------
+
+
+def test_high_100_and_no_max_age_disable_threshold_mode_even_at_full_usage():
+    # StartGarbageCollection never starts image GC with HighThresholdPercent 100 and MaxAge 0
+    result = garbage_collect([img(0), img(1)], set(), capacity=1000, available=0, high=100, low=80)
+    assert result.disabled
+    assert result.removals == [] and not result.threshold_hit
+    assert result.kept["not_needed"] == 2
+    # with a max age, GC runs (and at 100 % usage the threshold pass too)
+    result = garbage_collect([img(0), img(1)], set(), capacity=1000, available=0, high=100, low=80, max_age=HOUR, min_age=0)
+    assert not result.disabled and result.threshold_hit
+    # prune (DeleteUnusedImages) is not affected
+    assert ids(delete_unused([img(0)], {}, set(), T, min_age=0).space) == ["image-0"]
+
+
+def test_capacity_zero_still_plans_the_age_pass():
+    records = {"image-0": {"first_detected": Z, "last_used": Z, "last_possible_use": Z}}
+    result = plan([img(0)], records, "threshold", T, 0, 0, 85, 80, 0, HOUR, tracking_since=T - 2 * HOUR)
+    assert ids(result.age) == ["image-0"]
+    assert result.error == "invalid capacity 0 on image filesystem"
+
+
+def test_last_possible_use_is_the_first_run_that_saw_the_image_unused():
+    run1, run2, run3 = T, T + HOUR, T + 5 * HOUR
+    r1 = policy.detect({}, [img(0)], {"image-0"}, run1, run1)
+    assert r1["image-0"]["last_used"] == run1 and r1["image-0"]["last_possible_use"] == run1
+    # the container went away just before run 2: the image may have been used until then
+    r2 = policy.detect(r1, [img(0)], set(), run2, run2)
+    assert r2["image-0"]["last_used"] == run1  # the kubelet's last_used, for the LRU order
+    assert r2["image-0"]["last_possible_use"] == run2
+    r3 = policy.detect(r2, [img(0)], set(), run3, run3)
+    assert r3["image-0"]["last_possible_use"] == run2  # later unused sightings do not move it
+    order = policy.eviction_order([img(0)], r3)
+    # max age 4h: 5h since run 1 (the kubelet's last_used would let it go) but only 4h since run 2: kept
+    old, rest = policy.age_pass(order, run3, 4 * HOUR, T - 10 * HOUR)
+    assert old == [] and ids(rest) == ["image-0"]
+    old, rest = policy.age_pass(order, run3 + 1, 4 * HOUR, T - 10 * HOUR)
+    assert ids(old) == ["image-0"]
+
+
+def test_an_image_first_seen_unused_may_have_been_used_just_before():
+    records = policy.detect({}, [img(0)], set(), T, T)
+    assert records["image-0"]["last_used"] == Z and records["image-0"]["last_possible_use"] == T
+    order = policy.eviction_order([img(0)], records)
+    assert policy.age_pass(order, T + HOUR, HOUR, T - 10 * HOUR)[0] == []
+    assert ids(policy.age_pass(order, T + HOUR + 1, HOUR, T - 10 * HOUR)[0]) == ["image-0"]
+
+
+def test_records_without_last_possible_use_count_their_last_sighting_as_in_use():
+    old = {"image-0": {"first_detected": Z, "last_used": T}, "image-1": {"first_detected": T - HOUR, "last_used": Z}}
+    records = policy.detect(old, [img(0), img(1)], set(), T + HOUR, T + HOUR)
+    assert records["image-0"]["last_possible_use"] == T + HOUR
+    assert records["image-1"]["last_possible_use"] == T - HOUR

@@ -1,0 +1,148 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The image_gc executor: when a pass stops, what it reports, with a stand-in CRI whose removals free chosen bytes.
+
+The real-runtime side (shared layers on containerd) is tests/integration/test_image_gc.py.
+"""
+
+from concurrent.futures import Future
+from types import SimpleNamespace
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc as gc
+from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import usage_percent
+
+SECOND = 10**9
+HOUR = 3600 * SECOND
+T = 1_700_000_000 * SECOND
+
+
+class FakeNode:
+    """RemoveImage frees ``frees[id]`` bytes of the filesystem (default: nothing) or fails for ids in ``fail``."""
+
+    endpoint = "unix:///fake.sock"
+
+    def __init__(self, capacity, available, frees=None, fail=()):
+        self.capacity, self.available = capacity, available
+        self.frees = frees or {}
+        self.fail = set(fail)
+        self.removed = []
+
+    def list_containers(self):
+        return []
+
+    def call_async(self, method, image):
+        assert method == "RemoveImage"
+        fut = Future()
+        if image["image"] in self.fail:
+            fut.set_exception(CriError("CRI endpoint unix:///fake.sock failed RemoveImage: boom %s (UNKNOWN)." % image["image"]))
+        else:
+            self.removed.append(image["image"])
+            self.available += self.frees.get(image["image"], 0)
+            fut.set_result(None)
+        return fut
+
+    def statvfs(self, mountpoint):
+        return {"available_bytes": self.available, "usage_percent": usage_percent(self.capacity, self.available)}
+
+
+def image(n, size):
+    return {"id": "sha256:%064d" % n, "repo_tags": ["img:%d" % n], "repo_digests": [], "size": size, "in_use": False, "pinned": False, "sandbox_image": False}
+
+
+def execute(node, images, high=85, low=80, max_age=0, tracking_since=T, records=None, measure_freed=True, parallelism=64):
+    """Plan at T with all images last seen long ago, then run the removals; returns (result, removed ids)."""
+    records = records or {i["id"]: {"first_detected": 0, "last_used": 0, "last_possible_use": 0} for i in images}
+    opts = {"mode": "threshold", "high": high, "low": low, "min_age": 0, "max_age": max_age, "max_removals": None,
+            "measure_freed": measure_freed, "parallelism": parallelism}
+    plan = policy.plan(images, records, policy.PlanOptions("threshold", high, low, 0, max_age), T, node.capacity, node.available,
+                       tracking_since=tracking_since)
+    state = SimpleNamespace(plan=plan, capacity=node.capacity, available=node.available, mountpoint="/imagefs", images=images,
+                            ledger_path="", records=records)
+    result = gc.new_result(plan, False)
+    gc._remove(result, state, opts, node, node.statvfs)
+    return plan, result
+
+
+def test_removals_that_free_nothing_stop_the_threshold_pass_within_the_kubelet_plan():
+    # six 60-byte candidates, 100 bytes to free: the kubelet's size-based plan removes 2. Their bytes are all in
+    # layers shared with images in use, so nothing is freed: the run must not go on through all six.
+    images = [image(n, 60) for n in range(6)]
+    node = FakeNode(capacity=1000, available=100)
+    plan, result = execute(node, images)
+    assert len(plan.space) == 2
+    assert 1 <= len(node.removed) <= len(plan.space)
+    assert [r["id"] for r in result["removed"]] == node.removed
+    assert any("freed no measurable space on /imagefs" in w for w in result["warnings"])
+    assert result["insufficient"]
+
+
+def test_measured_freeing_may_go_past_the_size_based_plan_while_more_is_needed():
+    # each removal really frees 25 of its 60 bytes: the plan's 2 images are not enough, measurement shows it, go on
+    images = [image(n, 60) for n in range(6)]
+    node = FakeNode(capacity=1000, available=100, frees={i["id"]: 25 for i in images})
+    plan, result = execute(node, images)
+    assert len(plan.space) == 2
+    assert len(node.removed) == 4  # 4 x 25 = 100 bytes: down to the low threshold, and no further
+    assert node.available == 200
+    assert not result["insufficient"]
+    assert not any("no measurable space" in w for w in result["warnings"])
+
+
+def test_failed_removal_in_the_age_pass_ends_the_run_before_the_threshold_pass():
+    images = [image(n, 60) for n in range(4)]
+    node = FakeNode(capacity=1000, available=100, frees={i["id"]: 60 for i in images}, fail={images[0]["id"]})
+    records = {i["id"]: {"first_detected": 0, "last_used": 0, "last_possible_use": 0} for i in images}
+    records[images[2]["id"]] = records[images[3]["id"]] = {"first_detected": 0, "last_used": T, "last_possible_use": T}
+    plan, result = execute(node, images, max_age=HOUR, tracking_since=T - 2 * HOUR, records=records)
+    assert [i["id"] for i in plan.age] == [images[0]["id"], images[1]["id"]] and plan.threshold_hit
+    # the age pass goes on past its failure (freeOldImages), then GarbageCollect returns: no threshold pass
+    assert node.removed == [images[1]["id"]]
+    assert result["stop_message"] == ("wanted to free images older than 1h0m0s, encountered errors in image deletion: "
+                                      "CRI endpoint unix:///fake.sock failed RemoveImage: boom %s (UNKNOWN)." % images[0]["id"])
+
+
+def test_failed_removals_in_the_threshold_pass_give_the_kubelet_error_not_free_disk_space_failed():
+    images = [image(n, 60) for n in range(3)]
+    node = FakeNode(capacity=1000, available=100, frees={i["id"]: 60 for i in images}, fail={images[0]["id"], images[1]["id"]})
+    plan, result = execute(node, images, measure_freed=False)
+    assert plan.bytes_to_free == 100
+    msg = result["stop_message"]
+    assert msg.startswith("wanted to free 100 bytes, but freed 60 bytes space with errors in image deletion: [CRI endpoint")
+    assert images[0]["id"] in msg and images[1]["id"] in msg
+    assert not any("Insufficient free disk space" in w for w in result["warnings"])
+
+
+def test_aggregate_is_apimachinery_style():
+    assert gc._aggregate([{"msg": "a"}]) == "a"
+    assert gc._aggregate([{"msg": "a"}, {"msg": "b"}, {"msg": "a"}]) == "[a, b]"
+
+
+def test_high_100_without_max_age_removes_nothing_even_at_full_usage():
+    images = [image(n, 60) for n in range(3)]
+    node = FakeNode(capacity=1000, available=0, frees={i["id"]: 60 for i in images})
+    plan, result = execute(node, images, high=100, low=80)
+    assert plan.disabled and plan.removals == []
+    assert node.removed == [] and result["removed"] == []
+
+
+def test_capacity_zero_runs_the_age_pass_then_fails():
+    images = [image(n, 60) for n in range(2)]
+    node = FakeNode(capacity=0, available=0)
+    plan, result = execute(node, images, max_age=HOUR, tracking_since=T - 2 * HOUR)
+    assert plan.error == "invalid capacity 0 on image filesystem"
+    assert sorted(node.removed) == sorted(i["id"] for i in images)
+    assert [r["reason"] for r in result["removed"]] == ["age", "age"]
+
+
+def test_past_the_kubelet_plan_only_while_the_measured_rate_can_reach_the_target():
+    # each removal frees 2 of its 60 bytes (a shared layer holds the rest): after the kubelet's 2, the other four
+    # could free about 8 bytes of the 96 still needed, so the pass stops at the plan with a warning
+    images = [image(n, 60) for n in range(6)]
+    node = FakeNode(capacity=1000, available=100, frees={i["id"]: 2 for i in images})
+    plan, result = execute(node, images)
+    assert len(node.removed) == len(plan.space) == 2
+    assert any("freed only 4 of their 120 bytes on /imagefs" in w for w in result["warnings"])
+    assert result["insufficient"]
