@@ -123,11 +123,11 @@ def test_container_without_pod_uid_label_belongs_to_no_pod(ansible, runtime, lin
     sandbox_id, pod = node["web"]
     config = {
         "metadata": {"name": "app", "attempt": 9},
-        "image": {"image": "img:1"},
+        "image": runtime.container_image("img:1"),
         "command": ["/bin/true"],
         "log_path": "app/9.log",
         "labels": {"io.kubernetes.pod.name": "web", "io.kubernetes.pod.namespace": "default", "io.kubernetes.container.name": "app"},
-        "linux": {"security_context": {"namespace_options": {"network": "NODE"}}},
+        "linux": {"security_context": {"namespace_options": runtime.namespace_options()}},
     }
     orphan = runtime.client.create_container(sandbox_id, config, pod)
     runtime.client.start_container(orphan)
