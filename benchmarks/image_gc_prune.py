@@ -1,27 +1,32 @@
 # Copyright (c) kubenode.gc contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Benchmark (not a test): prune N images with image_gc against the raw RPC floor, on a real runtime.
+"""Benchmark (not a test): image_gc's removals against crictl and the raw RPC floor, on a real runtime.
 
-    python -m benchmarks.image_gc_prune [--images 500] [--parallelism 8] [--runtime containerd-1.6|containerd-1.7|containerd-2|crio]
+    python -m benchmarks.image_gc_prune [--images 500] [--parallelism N] [--runtime containerd-1.6|containerd-1.7|containerd-2|crio]
 
-Same run, same runtime (containerd 1.6 by default):
-1. import N images and remove them with one RemoveImage call at a time (the floor a
-   sequential client such as the kubelet pays), timing only the calls;
-2. import N other images and run image_gc's executor in prune mode, timing the whole run
-   (node read, ledger, plan, batched removals with container re-lists).
-Prints both times, their ratio, and the module's RPC counts. Run as root (tmpfs, the runtime).
+One run, one runtime (containerd 1.6 by default), a fresh set of N small images for each line:
+1. raw sequential RemoveImage, one call at a time (the kubelet's way), timing only the calls;
+2. ``crictl rmi --prune`` (../shared/runtimes/crictl beside the repository, else crictl on PATH);
+3. image_gc prune, in-module (node read, ledger, plan, pipelined removals with container re-lists);
+4. image_gc prune, the whole ``ansible localhost -m kubenode.gc.image_gc`` command;
+5. a threshold pass that must remove N/2 images of 64 KiB each (high 1 %, low 0 %, max_removals N/2,
+   measured stop after each batch), against crictl pruning N/2 images.
+Prints the times and the ratios against the issue's targets. Run as root (tmpfs, the runtime).
 """
 
 import argparse
+import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from devtools.collection import make_importable  # noqa: E402  pylint: disable=wrong-import-position
+from devtools.collection import REPO, collections_path, make_importable  # noqa: E402  pylint: disable=wrong-import-position
 
 make_importable()
 
@@ -33,37 +38,85 @@ from ansible_collections.kubenode.gc.plugins.module_utils._common import params_
 from ansible_collections.kubenode.gc.plugins.modules import image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
 
 
+def find_crictl():
+    beside = os.path.join(os.path.dirname(REPO), "shared", "runtimes", "crictl")
+    return beside if os.access(beside, os.X_OK) else shutil.which("crictl")
+
+
+def timed(func):
+    start = time.perf_counter()
+    value = func()
+    return time.perf_counter() - start, value
+
+
+def import_set(rt, prefix, n, size=0):
+    rt.import_images([ImageSpec("%s-%04d:1" % (prefix, i), size=size) for i in range(n)])
+    return [img.id for img in rt.client.list_images() if any(t.startswith("docker.io/library/%s-" % prefix) for t in img.repo_tags)]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=500)
-    parser.add_argument("--parallelism", type=int, default=8)
+    parser.add_argument("--parallelism", type=int, default=None, help="image_gc's parallelism (default: the module's)")
     parser.add_argument("--runtime", default=runtimes.DEFAULT, choices=runtimes.NAMES)
     args = parser.parse_args()
-    n = args.images
+    n, half = args.images, args.images // 2
+    crictl = find_crictl()
+    extra = {} if args.parallelism is None else {"parallelism": args.parallelism}
+    parallelism = extra.get("parallelism", image_gc.ARGUMENT_SPEC["parallelism"]["default"])
+    out = {}
 
-    with runtimes.make(args.runtime, imagefs_size="1G") as ctrd:
-        ctrd.import_images([ImageSpec("bench-raw-%04d:1" % i) for i in range(n)])
-        ids = [img.id for img in ctrd.client.list_images() if img.repo_tags[0].startswith("docker.io/library/bench-raw-")]
-        start = time.perf_counter()
-        for image_id in ids:
-            ctrd.client.remove_image(image_id)
-        raw = time.perf_counter() - start
+    with runtimes.make(args.runtime, imagefs_size="1G") as rt, tempfile.TemporaryDirectory() as tmp:
+        ids = import_set(rt, "bench-raw", n)
+        out["raw"] = timed(lambda: [rt.client.remove_image(i) for i in ids])[0]
 
-        ctrd.import_images([ImageSpec("bench-gc-%04d:1" % i) for i in range(n)])
-        client = type(ctrd.client)(ctrd.endpoint)
-        with tempfile.TemporaryDirectory() as tmp:
-            opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, mode="prune", min_age="0s", ledger_path=os.path.join(tmp, "ledger.json"),
-                                                parallelism=args.parallelism))
-            start = time.perf_counter()
-            result = _image_gc.run(client, opts)
-            module = time.perf_counter() - start
-        left = len(ctrd.client.list_images())
+        def crictl_prune():
+            subprocess.run([crictl, "--runtime-endpoint", rt.endpoint, "--image-endpoint", rt.endpoint, "rmi", "--prune"],
+                           check=True, capture_output=True)
 
-    print("images removed            : %d sequentially, %d by image_gc (%d left: the sandbox image)" % (len(ids), len(result["removed"]), left))
-    print("raw sequential RemoveImage: %7.2f s  (%.1f ms per image)" % (raw, raw * 1000 / max(1, len(ids))))
-    print("image_gc prune (whole run): %7.2f s  (%.1f ms per image, parallelism %d)" % (module, module * 1000 / max(1, n), args.parallelism))
-    print("ratio image_gc / raw floor: %7.2f" % (module / raw if raw else float("nan")))
-    print("image_gc rpc_calls        : %s" % dict(sorted(client.rpc_calls.items())))
+        if crictl:
+            import_set(rt, "bench-crictl", n)
+            out["crictl"] = timed(crictl_prune)[0]
+            import_set(rt, "bench-crictl-half", half)
+            out["crictl_half"] = timed(crictl_prune)[0]
+
+        import_set(rt, "bench-gc", n)
+        client = type(rt.client)(rt.endpoint)
+        opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, mode="prune", min_age="0s", ledger_path=os.path.join(tmp, "l1.json"), **extra))
+        out["module"], result = timed(lambda: _image_gc.run(client, opts))
+        removed = len(result["removed"])
+        calls = dict(sorted(client.rpc_calls.items()))
+
+        import_set(rt, "bench-ansible", n)
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path(), ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+        module_args = json.dumps(dict(cri_endpoint=rt.endpoint, mode="prune", min_age="0s", ledger_path=os.path.join(tmp, "l2.json"), **extra))
+        cmd = [os.path.join(os.path.dirname(sys.executable), "ansible"), "localhost", "-c", "local", "-m", "kubenode.gc.image_gc", "-a", module_args]
+        out["ansible"], proc = timed(lambda: subprocess.run(cmd, env=env, capture_output=True, text=True, check=False))
+        if proc.returncode:
+            print(proc.stdout[-2000:], proc.stderr[-2000:])
+
+        # 64 KiB of its own per image, so that every removal frees measurable space (else the measured stop ends the pass)
+        import_set(rt, "bench-threshold", n, size=64 << 10)
+        opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, min_age="0s", high_threshold_percent=1, low_threshold_percent=0,
+                                            max_removals=half, ledger_path=os.path.join(tmp, "l3.json"), **extra))
+        out["threshold"], tresult = timed(lambda: _image_gc.run(type(rt.client)(rt.endpoint), opts))
+
+    def ratio(a, b):
+        return out[a] / out[b] if out.get(b) else float("nan")
+
+    print("runtime %s, %d images per set, image_gc parallelism %d, crictl %s" % (args.runtime, n, parallelism, crictl or "not found"))
+    print("raw sequential RemoveImage      : %7.2f s" % out["raw"])
+    if crictl:
+        print("crictl rmi --prune (%4d)        : %7.2f s" % (n, out["crictl"]))
+        print("crictl rmi --prune (%4d)        : %7.2f s" % (half, out["crictl_half"]))
+    print("image_gc prune, in-module       : %7.2f s  (%d removed; rpc_calls %s)" % (out["module"], removed, calls))
+    print("image_gc prune, whole ansible   : %7.2f s" % out["ansible"])
+    print("image_gc threshold, %4d removals: %7.2f s  (%d removed)" % (half, out["threshold"], len(tresult["removed"])))
+    print("targets (issue 12 C):")
+    print("  in-module prune / crictl        : %5.2f  (target <= 1)" % ratio("module", "crictl"))
+    print("  whole ansible - crictl          : %5.2f s (target <= 1.5 s)" % (out["ansible"] - out.get("crictl", float("nan"))))
+    print("  rate vs the kubelet's serial    : %5.1fx (target >= 20x)" % ratio("raw", "module"))
+    print("  threshold %d / crictl %d      : %5.2f  (target <= 2)" % (half, half, ratio("threshold", "crictl_half")))
     return 0
 
 

@@ -415,7 +415,8 @@ def test_failed_removal_in_the_max_age_pass_ends_the_run_before_the_threshold_pa
     hour = 3600 * 10**9
     ledger = tmp_path / "l.json"
     ledger.write_text(json.dumps({"version": 1, "created": now - 3 * hour, "images": {
-        i: {"first_detected": now - 3 * hour, "last_used": now - 2 * hour, "last_possible_use": now - 2 * hour} for i in ids.values()}}))
+        # last seen in use 150 minutes ago, first seen unused 2h ago
+        i: {"first_detected": now - 3 * hour, "last_used": now - 150 * 60 * 10**9, "last_possible_use": now - 2 * hour} for i in ids.values()}}))
     data = json.loads(ledger.read_text())
     data["images"][recent] = {"first_detected": now - 3 * hour, "last_used": now, "last_possible_use": now}
     ledger.write_text(json.dumps(data))
