@@ -20,6 +20,8 @@ Every module's main() is ``execute(module, options, run, backend)``:
 
 from __future__ import annotations
 
+import math
+
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _config_io, _cri
@@ -79,6 +81,8 @@ def cri_options(params):
     """The shared CRI options, checked: (endpoint option or None, timeout in seconds)."""
     if params["cri_timeout"] <= 0:
         raise OptionError("cri_timeout must be a positive number of seconds, got %s." % params["cri_timeout"])
+    if not math.isfinite(params["cri_timeout"]):
+        raise OptionError("cri_timeout must be a finite number of seconds, got %s." % params["cri_timeout"])
     return dict(cri_endpoint=params["cri_endpoint"], cri_timeout=params["cri_timeout"])
 
 

@@ -40,6 +40,9 @@ def options(params):
         raise OptionError("min_age %r is not a Go duration such as 1m or 1h30m: %s." % (params["min_age"], exc))
     if min_age < 0:
         raise OptionError("invalid minimum garbage collection age: %s." % params["min_age"])
+    for name in ("pod_logs_dir", "container_logs_dir"):
+        if params.get(name) and os.path.exists(params[name]) and not os.path.isdir(params[name]):
+            raise OptionError("%s %s exists but is not a directory." % (name, params[name]))
     names = ("max_per_pod_container", "max_containers", "sandboxes", "logs", "pod_logs_dir", "container_logs_dir", "active_pod_uids",
              "evicted_pod_uids", "evict_terminated_pods")
     return dict(cri_options(params), min_age=min_age, **{k: params[k] for k in names})

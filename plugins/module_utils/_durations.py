@@ -14,6 +14,7 @@ import re
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 
 NS = {"ns": 1, "us": 1000, "\u00b5s": 1000, "\u03bcs": 1000, "ms": 1000000, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+MAX_NS = 2**63 - 1  # Go's time.Duration is an int64: the largest is 2562047h47m16.854775807s
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([^\d.]*)")  # the unit is everything up to the next number, as in Go
 
 
@@ -52,6 +53,8 @@ def parse_duration(text):
         if frac:
             total += int(frac) * scale // (10 ** len(frac))
         pos = match.end()
+        if total > MAX_NS + (1 if sign < 0 else 0):  # Go accepts -2562047h47m16.854775808s, one more than the positive limit
+            raise DurationError('time: invalid duration "%s"' % original)
     return sign * total
 
 

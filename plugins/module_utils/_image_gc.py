@@ -14,6 +14,7 @@ planning is _image_policy's; image references and keep patterns are _image_ref's
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -23,7 +24,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_opt
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError, PolicyError
-from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import keep_matcher
+from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import check_keep_patterns, keep_matcher
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import validate_ages, validate_thresholds
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
     image_filesystem,
@@ -61,6 +62,12 @@ def options(params):
         raise OptionError("max_removals must be 0 or more, got %d." % opts["max_removals"])
     if opts["parallelism"] < 1:
         raise OptionError("parallelism must be 1 or more, got %d." % opts["parallelism"])
+    if not (math.isfinite(opts["lock_timeout"]) and opts["lock_timeout"] >= 0):
+        raise OptionError("lock_timeout must be a finite number of seconds, 0 or more, got %s." % opts["lock_timeout"])
+    try:
+        check_keep_patterns(opts["keep_images"])
+    except ValueError as exc:
+        raise OptionError(str(exc))
     return opts
 
 

@@ -44,6 +44,29 @@ def normalize_image_ref(ref):
     return name + digest
 
 
+def check_keep_patterns(patterns):
+    """Raise ValueError with one sentence when a keep pattern is empty or a malformed glob (an unclosed ``[``).
+
+    A keep list is a safety net: a pattern that silently matches nothing would protect nothing.
+    """
+    for pat in patterns or []:
+        if not isinstance(pat, str) or not pat.strip():
+            raise ValueError("keep_images must not contain an empty pattern; remove it or name the image to keep.")
+        i = 0
+        while i < len(pat):
+            if pat[i] == "[":
+                j = i + 1
+                if j < len(pat) and pat[j] == "!":
+                    j += 1
+                if j < len(pat) and pat[j] == "]":
+                    j += 1
+                end = pat.find("]", j)
+                if end < 0:
+                    raise ValueError("keep_images pattern %r is not a valid glob: the bracket at position %d is never closed." % (pat, i))
+                i = end
+            i += 1
+
+
 def keep_matcher(patterns):
     """A predicate: does an image match any keep pattern (full/short id, repo:tag glob, repo digest)?"""
     if not patterns:

@@ -400,6 +400,20 @@ def _num(value):
 # ---------------------------------------------------------------------------------------------- one module run
 
 
+API_VERSION = "kubelet.config.k8s.io/v1beta1"
+KIND = "KubeletConfiguration"
+
+
+def check_kind(cfg, where):
+    """Refuse a document that is not a KubeletConfiguration (kind and apiVersion exactly as the kubelet reads them)."""
+    kind, api = cfg.get("kind"), cfg.get("apiVersion")
+    if kind is None and api is None:  # a bare fragment of fields (no type at all): read and edited as KubeletConfiguration fields
+        return
+    if kind != KIND or api != API_VERSION:
+        raise ConfigError("%s is not a KubeletConfiguration (kind %s, apiVersion %s; expected kind %s, apiVersion %s); not touching it." % (
+            where, "missing" if kind is None else repr(kind), "missing" if api is None else repr(api), KIND, API_VERSION))
+
+
 def plan(path, existing, settings=None, content=None, overrides=()):
     """Everything kubelet_config reports, from text: ``existing`` (None when missing), ``settings``, ``content`` and flags.
 
@@ -410,6 +424,7 @@ def plan(path, existing, settings=None, content=None, overrides=()):
     if base is None:
         raise ConfigError("The kubelet configuration file %s does not exist; give content to create it." % path)
     doc = load(base, path if content is None else "the content given for %s" % path, mapping_of=MAPPING_OF)
+    check_kind(plain(doc.data), path if content is None else "the content given for %s" % path)
     modified = False
     if content is not None:
         wanted_fmt = "json" if path.endswith(".json") else "yaml"

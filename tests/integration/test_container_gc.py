@@ -249,3 +249,19 @@ def test_bad_min_age_fails_and_changes_nothing(ansible, runtime, links, node):
     assert res["failed"] is True
     assert res["msg"] == "min_age 'soon' is not a Go duration such as 1m or 1h30m: time: invalid duration \"soon\"."
     assert len(containers_left(runtime)) == 7
+
+
+def test_pod_logs_dir_that_is_a_file_fails_in_one_sentence(ansible, runtime, links, node):
+    pods = node / "pods-file"
+    pods.write_text("not a directory\n")
+    res = cgc(ansible, runtime, links, pod_logs_dir=str(pods), active_pod_uids=[])
+    assert res["failed"] is True
+    assert res["msg"] == "pod_logs_dir %s exists but is not a directory." % pods
+    assert len(containers_left(runtime)) == 7 and pods.read_text() == "not a directory\n"
+
+
+def test_overflowing_min_age_fails_and_changes_nothing(ansible, runtime, links, node):
+    res = cgc(ansible, runtime, links, min_age="2562047h47m16.854775808s")
+    assert res["failed"] is True
+    assert res["msg"] == "min_age '2562047h47m16.854775808s' is not a Go duration such as 1m or 1h30m: time: invalid duration \"2562047h47m16.854775808s\"."
+    assert len(containers_left(runtime)) == 7

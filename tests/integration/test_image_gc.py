@@ -376,6 +376,13 @@ def test_second_concurrent_run_waits_then_fails_clearly(ansible, runtime, tmp_pa
          "min_age '2 minutes' is not a Go duration such as 90s or 1h30m: time: unknown unit \" minutes\" in duration \"2 minutes\"."),
         (dict(min_age="2m", max_age="1m"), "invalid configuration: imageMaximumGCAge 1m0s must be greater than imageMinimumGCAge 2m0s."),
         (dict(parallelism=0), "parallelism must be 1 or more, got 0."),
+        # issue 11, items 8 and 10
+        (dict(max_age="2562048h"),
+         "max_age '2562048h' is not a Go duration such as 90s or 1h30m: time: invalid duration \"2562048h\"."),
+        (dict(keep_images=["img[1-"]), "keep_images pattern 'img[1-' is not a valid glob: the bracket at position 3 is never closed."),
+        (dict(keep_images=["busybox:*", ""]), "keep_images must not contain an empty pattern; remove it or name the image to keep."),
+        (dict(lock_timeout="nan"), "lock_timeout must be a finite number of seconds, 0 or more, got nan."),
+        (dict(cri_timeout="inf"), "cri_timeout must be a finite number of seconds, got inf."),
     ],
 )
 def test_bad_input_fails_in_one_sentence_and_changes_nothing(ansible, mixed, args, msg):

@@ -159,7 +159,7 @@ def test_json_stays_json_with_its_indent(ansible, node, interpreter):
 
 def test_read_only_reports_effective_flags_and_findings(ansible, node, interpreter):
     config = node / "config.yaml"
-    config.write_text("kind: KubeletConfiguration\nimageGCHighThresholdPercent: 90\nimageMinimumGCAge: 0s\nevictionHard:\n  memory.available: 1Gi\n")
+    config.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 90\nimageMinimumGCAge: 0s\nevictionHard:\n  memory.available: 1Gi\n")
     (node / "kubeadm-flags.env").write_text('KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/containerd.sock '
                                             '--image-gc-high-threshold=80"\n')
     (node / "default-kubelet").write_text("KUBELET_EXTRA_ARGS=--maximum-dead-containers=50 --node-ip=10.0.0.2\n")
@@ -185,7 +185,7 @@ def test_read_only_reports_effective_flags_and_findings(ansible, node, interpret
 
 def test_path_is_found_from_the_config_flag(ansible, node):
     config = node / "custom.yaml"
-    config.write_text("kind: KubeletConfiguration\n")
+    config.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
     (node / "kubelet.service.d" / "10-kubeadm.conf").write_text('[Service]\nEnvironment="KUBELET_CONFIG_ARGS=--config=%s"\n' % config)
     res = run(ansible, node)
     assert not res.get("failed"), res.get("msg")
@@ -242,6 +242,19 @@ BAD_YAML = "kind: KubeletConfiguration\nevictionHard:\n  memory.available: 1Gi\n
          "The validate command '/bin/false %s' rejected the new {path} (rc 1)."),
         ("missing.yaml", None, {"settings": {"imageGCHighThresholdPercent": 80}},
          "The kubelet configuration file {path} does not exist; give content to create it."),
+        # issue 11, item 8: Go's time.ParseDuration limit (the kubelet would not start)
+        ("config.yaml", CONFIG, {"settings": {"imageMinimumGCAge": "2562048h"}},
+         'Not writing {path} because the kubelet would reject the result: imageMinimumGCAge: time: invalid duration "2562048h".'),
+        # issue 11, item 7: not a KubeletConfiguration, in read-only mode as well
+        ("config.yaml", "apiVersion: v1\nkind: ConfigMap\ndata:\n  imageGCHighThresholdPercent: '85'\n", {"settings": {"imageGCHighThresholdPercent": 80}},
+         "{path} is not a KubeletConfiguration (kind 'ConfigMap', apiVersion 'v1'; expected kind KubeletConfiguration, "
+         "apiVersion kubelet.config.k8s.io/v1beta1); not touching it."),
+        ("config.yaml", CONFIG.replace("kubelet.config.k8s.io/v1beta1", "kubelet.config.k8s.io/v1"), {"settings": {"imageGCHighThresholdPercent": 80}},
+         "{path} is not a KubeletConfiguration (kind 'KubeletConfiguration', apiVersion 'kubelet.config.k8s.io/v1'; expected kind "
+         "KubeletConfiguration, apiVersion kubelet.config.k8s.io/v1beta1); not touching it."),
+        ("config.yaml", CONFIG.replace("apiVersion: kubelet.config.k8s.io/v1beta1\n", ""), {},
+         "{path} is not a KubeletConfiguration (kind 'KubeletConfiguration', apiVersion missing; expected kind "
+         "KubeletConfiguration, apiVersion kubelet.config.k8s.io/v1beta1); not touching it."),
     ],
 )
 def test_bad_input_fails_in_one_sentence_and_changes_nothing(ansible, node, name, text, args, message):

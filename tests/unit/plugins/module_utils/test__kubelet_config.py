@@ -287,13 +287,14 @@ def test_unit_files_only_read_environment_and_exec_start():
 
 
 def test_findings_of_the_kubelet_defaults():
-    result = kc.plan(PATH, "kind: KubeletConfiguration\n")
+    result = kc.plan(PATH, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
     assert codes(result) == ["gc_high_at_or_above_eviction"]  # 85 >= 100 - 15
     assert result["findings"][0]["message"].startswith("imageGCHighThresholdPercent 85 is at or above 85% disk usage, where the hard eviction")
 
 
 def test_findings():
     text = """\
+apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 50
@@ -373,7 +374,7 @@ def test_yaml_unsorted_keys_get_new_keys_at_the_end_and_document_markers_stay():
 
 
 def test_yaml_indentation_is_detected():
-    text = "kind: KubeletConfiguration\nauthentication:\n    anonymous:\n        enabled: false\nclusterDNS:\n    - 10.96.0.10\nstaticPodPath: /etc\n"
+    text = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nauthentication:\n    anonymous:\n        enabled: false\nclusterDNS:\n    - 10.96.0.10\nstaticPodPath: /etc\n"
     after = apply(text, {"evictionSoft": {"memory.available": "1Gi"}, "evictionSoftGracePeriod": {"memory.available": "1m"}})["after"]
     assert after == text + "evictionSoft:\n    memory.available: 1Gi\nevictionSoftGracePeriod:\n    memory.available: 1m\n"
 
@@ -408,12 +409,12 @@ def test_types_that_differ_are_rewritten():
 
 
 def test_json_keeps_indent_order_and_trailing_newline():
-    text = '{\n    "kind": "KubeletConfiguration",\n    "evictionHard": {\n        "memory.available": "100Mi"\n    },\n    "apiVersion": "v1"\n}'
+    text = '{\n    "kind": "KubeletConfiguration",\n    "evictionHard": {\n        "memory.available": "100Mi"\n    },\n    "apiVersion": "kubelet.config.k8s.io/v1beta1"\n}'
     result = apply(text, {"imageGCHighThresholdPercent": 80, "imageGCLowThresholdPercent": 70, "evictionHard": {"memory.available": "1Gi"}},
                    path="/etc/kubernetes/kubelet/kubelet-config.json")
     assert result["format"] == "json"
     assert result["after"] == ('{\n    "kind": "KubeletConfiguration",\n    "evictionHard": {\n        "memory.available": "1Gi"\n    },\n'
-                               '    "apiVersion": "v1",\n    "imageGCHighThresholdPercent": 80,\n    "imageGCLowThresholdPercent": 70\n}')
+                               '    "apiVersion": "kubelet.config.k8s.io/v1beta1",\n    "imageGCHighThresholdPercent": 80,\n    "imageGCLowThresholdPercent": 70\n}')
     assert not apply(result["after"], {"imageGCHighThresholdPercent": "80"})["changed"]
 
 
@@ -432,13 +433,13 @@ def test_read_only_never_changes():
 
 
 def test_content_creates_and_converts():
-    result = kc.plan("/etc/kubernetes/kubelet/kubelet-config.json", None, content="kind: KubeletConfiguration\n",
+    result = kc.plan("/etc/kubernetes/kubelet/kubelet-config.json", None, content="apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n",
                      settings={"imageGCHighThresholdPercent": 90})
     assert result["created"] and result["changed"] and result["format"] == "json" and result["before"] == ""
-    assert result["after"] == '{\n  "kind": "KubeletConfiguration",\n  "imageGCHighThresholdPercent": 90\n}\n'
-    result = kc.plan(PATH, None, content='{"kind": "KubeletConfiguration", "evictionHard": {"memory.available": "1Gi"}}')
-    assert result["after"] == "kind: KubeletConfiguration\nevictionHard:\n  memory.available: 1Gi\n" and result["format"] == "yaml"
-    same = kc.plan(PATH, result["after"], content='{"kind": "KubeletConfiguration", "evictionHard": {"memory.available": "1Gi"}}')
+    assert result["after"] == '{\n  "apiVersion": "kubelet.config.k8s.io/v1beta1",\n  "imageGCHighThresholdPercent": 90,\n  "kind": "KubeletConfiguration"\n}\n'
+    result = kc.plan(PATH, None, content='{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "evictionHard": {"memory.available": "1Gi"}}')
+    assert result["after"] == "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  memory.available: 1Gi\n" and result["format"] == "yaml"
+    same = kc.plan(PATH, result["after"], content='{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "evictionHard": {"memory.available": "1Gi"}}')
     assert not same["changed"] and not same["created"]
 
 
@@ -448,8 +449,8 @@ def test_content_creates_and_converts():
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("kind: KubeletConfiguration\nevictionHard:\n  memory.available: 1Gi\n   nodefs.available: 5%\n",
-         "Cannot parse /var/lib/kubelet/config.yaml as YAML: line 4, column 20: mapping values are not allowed here."),
+        ("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  memory.available: 1Gi\n   nodefs.available: 5%\n",
+         "Cannot parse /var/lib/kubelet/config.yaml as YAML: line 5, column 20: mapping values are not allowed here."),
         ("a: 1\na: 2\n", 'Cannot parse /var/lib/kubelet/config.yaml as YAML: line 2, column 1: found duplicate key "a" with value "2" (original value: "1").'),
         ('{"kind": "KubeletConfiguration",\n "x": }\n', "Cannot parse /var/lib/kubelet/config.yaml as JSON: line 2, column 7: Expecting value."),
         ("- a\n", "The top level of /var/lib/kubelet/config.yaml is a list, not a mapping of KubeletConfiguration fields."),
@@ -504,7 +505,7 @@ def test_partial_eviction_hard_from_a_flag():
 
 
 def test_plan_reports_changes_as_drift():
-    existing = "kind: KubeletConfiguration\nimageGCHighThresholdPercent: 95\nimageGCLowThresholdPercent: 50\nimageMinimumGCAge: 2m0s\n"
+    existing = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 95\nimageGCLowThresholdPercent: 50\nimageMinimumGCAge: 2m0s\n"
     result = kc.plan("/x/config.yaml", existing, settings={"imageGCHighThresholdPercent": 80, "imageMinimumGCAge": "2m", "containerLogMaxFiles": 3})
     assert result["changes"] == [
         {"key": "imageGCHighThresholdPercent", "before": 95, "after": 80},
