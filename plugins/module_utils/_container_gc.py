@@ -29,7 +29,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import read_containers, read_node
 
 KEPT_KEYS = ("running", "too_young", "within_limits", "sandbox_ready", "sandbox_in_use", "sandbox_newest")
-RESULT_KEYS = ("removed_containers", "removed_sandboxes", "removed_log_paths", "kept", "errors")
+RESULT_KEYS = ("removed_containers", "removed_sandboxes", "removed_log_paths", "kept", "errors", "already_removed")
 
 
 def options(params):
@@ -97,11 +97,19 @@ def run(client, opts, check_mode=False, now=None):
 
     active = None if opts["active_pod_uids"] is None else set(opts["active_pod_uids"])
     evicted = set(opts["evicted_pod_uids"] or ())
+    running_pods = {c["pod_uid"] for c in containers if c["state"] == "running"}
+    warnings = []
+    if active is not None and running_pods - active:
+        # a list of live pods that misses pods with running containers is almost always a mistake (a failed API query)
+        missing = sorted(running_pods - active)
+        warnings.append("active_pod_uids does not list %d pod(s) that have running containers (%s); they are treated as live and "
+                        "nothing of theirs is removed." % (len(missing), ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")))
 
     def deleted(uid):
         # ShouldPodContentBeRemoved: an evicted pod, or one missing from the list of live pods; without that list
-        # no other pod is treated as deleted (the kubelet before all sources are ready)
-        return uid in evicted or (active is not None and uid not in active)
+        # no other pod is treated as deleted (the kubelet before all sources are ready). A pod with a running
+        # container is never deleted, whatever the lists say.
+        return uid not in running_pods and (uid in evicted or (active is not None and uid not in active))
 
     ready_pods = {s["uid"] for s in sandboxes if s["state"] == "ready"} | {c["pod_uid"] for c in containers if c["state"] == "running"}
 
@@ -113,7 +121,7 @@ def run(client, opts, check_mode=False, now=None):
     pods = dict(deleted=deleted, terminated=terminated, evict_terminated=opts["evict_terminated_pods"])
     to_remove, kept_c = policy.plan_containers(containers, now, opts["min_age"], opts["max_per_pod_container"], opts["max_containers"], **pods)
 
-    result = {"removed_containers": [], "removed_sandboxes": [], "removed_log_paths": [], "errors": []}
+    result = {"removed_containers": [], "removed_sandboxes": [], "removed_log_paths": [], "errors": [], "already_removed": []}
     kept = dict.fromkeys(KEPT_KEYS, 0)
     kept.update(kept_c)
 
@@ -124,18 +132,27 @@ def run(client, opts, check_mode=False, now=None):
             result["removed_log_paths"] += container_log_paths(c, opts)
         remaining = [c for c in containers if c["id"] not in gone]
     else:
-        for c in to_remove:
-            if _remove_container(client, c, opts, result):
-                result["removed_containers"].append(_container_entry(c))
-        remaining = read_containers(client, sandboxes) if to_remove else containers
+        try:
+            for c in to_remove:
+                if _remove_container(client, c, opts, result):
+                    result["removed_containers"].append(_container_entry(c))
+            remaining = read_containers(client, sandboxes) if to_remove else containers
+        except RuntimeUnavailable:
+            return _finish(result, kept, containers, sandboxes, warnings, stopped=True)
+        except CriError as exc:  # the re-read after the removals
+            result["errors"].append({"id": "", "msg": str(exc)})
+            return _finish(result, kept, containers, sandboxes, warnings, stopped=exc.code == "UNAVAILABLE")
 
     if opts["sandboxes"]:
         sb_remove, kept_s = policy.plan_sandboxes(sandboxes, remaining, **pods)
         for reason, count in kept_s.items():
             kept["sandbox_" + reason] = count
-        for s in sb_remove:
-            if check_mode or _remove_sandbox(client, s, result):
-                result["removed_sandboxes"].append(_sandbox_entry(s))
+        try:
+            for s in sb_remove:
+                if check_mode or _remove_sandbox(client, s, result):
+                    result["removed_sandboxes"].append(_sandbox_entry(s))
+        except RuntimeUnavailable:
+            return _finish(result, kept, containers, sandboxes, warnings, stopped=True)
 
     if opts["logs"]:
         if active is not None or evicted:
@@ -149,6 +166,11 @@ def run(client, opts, check_mode=False, now=None):
             if path not in result["removed_log_paths"] and (check_mode or _remove_path(path, result)):
                 result["removed_log_paths"].append(path)
 
+    return _finish(result, kept, containers, sandboxes, warnings)
+
+
+def _finish(result, kept, containers, sandboxes, warnings, stopped=False):
+    """The result from what was really done; raises GcError (with that result) when anything failed."""
     result["kept"] = kept
     result["changed"] = bool(result["removed_containers"] or result["removed_sandboxes"] or result["removed_log_paths"])
     removed_c = {c["id"] for c in result["removed_containers"]}
@@ -158,9 +180,16 @@ def run(client, opts, check_mode=False, now=None):
         "after": {"containers": sorted(c["id"] for c in containers if c["id"] not in removed_c),
                   "sandboxes": sorted(s["id"] for s in sandboxes if s["id"] not in removed_s)},
     }
+    if warnings:
+        result["warnings"] = list(warnings)
     if result["errors"]:
-        raise GcError("Removing %d object(s) failed: %s" % (len(result["errors"]), " ".join(e["msg"] for e in result["errors"])),
-                      dict({k: result[k] for k in RESULT_KEYS}, changed=result["changed"], diff=result["diff"]))
+        partial = dict({k: result[k] for k in RESULT_KEYS}, changed=result["changed"], diff=result["diff"])
+        if warnings:
+            partial["warnings"] = list(warnings)
+        if stopped:
+            raise GcError("The runtime became unavailable after %d container(s) and %d sandbox(es) were removed, so the run stopped: %s" % (
+                len(result["removed_containers"]), len(result["removed_sandboxes"]), result["errors"][-1]["msg"]), partial)
+        raise GcError("Removing %d object(s) failed: %s" % (len(result["errors"]), " ".join(e["msg"] for e in result["errors"])), partial)
     return result
 
 
@@ -179,29 +208,45 @@ def _remove_path(path, result, tree=False):
 
 
 def _remove_container(client, c, opts, result):
-    """Stop an UNKNOWN container first, remove its logs, then the container; False (and an error) when skipped."""
+    """Stop an UNKNOWN container first, remove the container, then its logs; False (and an error) when it was kept.
+
+    A log goes only with its container: when RemoveContainer fails, the logs stay. A container that is already
+    gone (NOT_FOUND, another run removed it) is "already removed": no error, and not counted as removed by this run.
+    """
     try:
         if c["state"] == "unknown":
             client.stop_container(c["id"], 0)
     except CriError as exc:
-        result["errors"].append({"id": c["id"], "msg": "Container %s is in unknown state and could not be stopped, so it was kept: %s" % (c["id"], exc)})
+        _cri_failed(result, exc, c["id"], "Container %s is in unknown state and could not be stopped, so it was kept: %s" % (c["id"], exc))
         return False
-    paths = container_log_paths(c, opts)
-    for path in paths:
+    try:
+        client.remove_container(c["id"])
+    except CriError as exc:
+        if exc.code == "NOT_FOUND":
+            result["already_removed"].append(c["id"])
+            return False
+        _cri_failed(result, exc, c["id"], str(exc))
+        return False
+    for path in container_log_paths(c, opts):
         try:
             os.unlink(path)
         except FileNotFoundError:
             continue
         except OSError as exc:
-            result["errors"].append({"id": c["id"], "msg": "Cannot remove log %s of container %s, so it was kept: %s." % (path, c["id"], exc.strerror or exc)})
-            return False
+            result["errors"].append({"id": c["id"], "msg": "Removed container %s but not its log %s: %s." % (c["id"], path, exc.strerror or exc)})
+            continue
         result["removed_log_paths"].append(path)
-    try:
-        client.remove_container(c["id"])
-    except CriError as exc:
-        result["errors"].append({"id": c["id"], "msg": str(exc)})
-        return False
     return True
+
+
+def _cri_failed(result, exc, object_id, msg):
+    result["errors"].append({"id": object_id, "msg": msg})
+    if exc.code == "UNAVAILABLE":
+        raise RuntimeUnavailable(str(exc))
+
+
+class RuntimeUnavailable(Exception):
+    """The runtime went away mid-run: stop calling it."""
 
 
 def _remove_sandbox(client, s, result):
@@ -209,6 +254,9 @@ def _remove_sandbox(client, s, result):
         client.stop_pod_sandbox(s["id"])
         client.remove_pod_sandbox(s["id"])
     except CriError as exc:
-        result["errors"].append({"id": s["id"], "msg": str(exc)})
+        if exc.code == "NOT_FOUND":
+            result["already_removed"].append(s["id"])
+            return False
+        _cri_failed(result, exc, s["id"], str(exc))
         return False
     return True

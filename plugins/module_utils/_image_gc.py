@@ -62,6 +62,8 @@ def options(params):
         raise OptionError("max_removals must be 0 or more, got %d." % opts["max_removals"])
     if opts["parallelism"] < 1:
         raise OptionError("parallelism must be 1 or more, got %d." % opts["parallelism"])
+    if opts["ledger_path"] and not os.path.isabs(opts["ledger_path"]):
+        raise OptionError("ledger_path must be an absolute path, got %r." % opts["ledger_path"])
     if not (math.isfinite(opts["lock_timeout"]) and opts["lock_timeout"] >= 0):
         raise OptionError("lock_timeout must be a finite number of seconds, 0 or more, got %s." % opts["lock_timeout"])
     try:
@@ -101,8 +103,11 @@ def run(client, opts, check_mode=False, now=None, statvfs=statvfs_usage):
         return _run(client, opts, True, now, statvfs)
     ledger_path = opts["ledger_path"]
     lock_dir = os.path.dirname(os.path.abspath(ledger_path)) if ledger_path else DEFAULT_LOCK_DIR
-    with _ledger.NodeLock(os.path.join(lock_dir, LOCK_NAME), opts["lock_timeout"]):
-        return _run(client, opts, False, now, statvfs)
+    lock_warnings = []
+    with _ledger.NodeLock(os.path.join(lock_dir, LOCK_NAME), opts["lock_timeout"], warnings=lock_warnings):
+        result = _run(client, opts, False, now, statvfs)
+    result["warnings"][:0] = lock_warnings
+    return result
 
 
 class _State:
@@ -116,7 +121,12 @@ class _State:
         self.mountpoint, self.capacity, self.available = fs["mountpoint"], fs["capacity_bytes"] or 0, fs["available_bytes"] or 0
         self.free_time = now if now is not None else time.time_ns()
         self.ledger_path = opts["ledger_path"]
-        self.ledger = _ledger.load(self.ledger_path, self.free_time) if self.ledger_path else _ledger.new_ledger(self.free_time)
+        self.warnings = []
+        if self.ledger_path:
+            _ledger.check_directory(os.path.dirname(self.ledger_path), "ledger", self.warnings)
+            self.ledger = _ledger.load(self.ledger_path, self.free_time, self.warnings)
+        else:
+            self.ledger = _ledger.new_ledger(self.free_time)
         self.images = policy.dedupe(node["images"])
         in_use = {i["id"] for i in self.images if i["in_use"]}
         created = {c["id"]: c["created_at_ns"] for c in node["containers"]}
@@ -132,6 +142,7 @@ def _run(client, opts, check_mode, now, statvfs):
     state = _State(client, opts, now)
     plan = state.plan
     result = new_result(plan, check_mode)
+    result["warnings"].extend(state.warnings)
     if check_mode:
         _predict(result, state, opts)
     else:

@@ -20,6 +20,7 @@ import errno
 import fcntl
 import json
 import os
+import stat
 import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
@@ -36,26 +37,77 @@ def new_ledger(now):
     return {"version": LEDGER_VERSION, "created": now, "images": {}}
 
 
-def load(path, now):
-    """Read the ledger at ``path``; a missing file gives a new, empty ledger created ``now``."""
+FUTURE_SLACK_NS = 24 * 3600 * 10**9  # clock skew tolerated before a timestamp counts as "in the future"
+
+
+def load(path, now, warnings=None):
+    """Read the ledger at ``path``; a missing file gives a new, empty ledger created ``now`` (ns).
+
+    A corrupt ledger (not UTF-8 JSON, wrong shape) fails with one sentence naming the file: it is never
+    silently replaced, since it holds what keeps young images alive. Records with absurd timestamps
+    (booleans, negative, later than now plus a day of clock skew) are dropped with a warning, so the image
+    is tracked afresh from ``now``; a ``created`` in the future is clamped to ``now`` with a warning.
+    """
+    warnings = [] if warnings is None else warnings
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            raw = f.read()
     except FileNotFoundError:
         return new_ledger(now)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise LedgerError("The image ledger %s is a symbolic link; kubenode.gc does not follow links for its ledger." % path)
         raise LedgerError("Cannot read the image ledger %s: %s." % (path, exc.strerror or exc))
     try:
-        data = json.loads(text)
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise LedgerError("The image ledger %s is not UTF-8 text (corrupt); fix or remove it." % path)
     except ValueError as exc:
         raise LedgerError("The image ledger %s is not valid JSON (%s); fix or remove it." % (path, exc))
     images = data.get("images") if isinstance(data, dict) else None
-    if not isinstance(images, dict) or data.get("version") != LEDGER_VERSION or not isinstance(data.get("created"), int):
+    if not isinstance(images, dict) or data.get("version") != LEDGER_VERSION or not _is_int(data.get("created")):
         raise LedgerError("The image ledger %s is not a version %d kubenode.gc ledger; fix or remove it." % (path, LEDGER_VERSION))
-    for key, rec in images.items():
-        if not (isinstance(rec, dict) and isinstance(rec.get("first_detected"), int) and isinstance(rec.get("last_used"), int)):
+    latest = now + FUTURE_SLACK_NS
+    if not 0 <= data["created"] <= latest:
+        warnings.append("The image ledger %s was created at an impossible time (%r); tracking restarts now." % (path, data["created"]))
+        data["created"] = now
+    dropped = []
+    for key, rec in list(images.items()):
+        if not (isinstance(rec, dict) and _is_int(rec.get("first_detected")) and _is_int(rec.get("last_used"))):
+            if isinstance(rec, dict) and all(isinstance(rec.get(k), (int, float)) for k in ("first_detected", "last_used")):
+                dropped.append(key)  # booleans and floats such as 1e30: absurd, not malformed
+                del images[key]
+                continue
             raise LedgerError("The image ledger %s has a malformed record for %s; fix or remove it." % (path, key))
+        if not all(0 <= rec[k] <= latest for k in ("first_detected", "last_used")):
+            dropped.append(key)
+            del images[key]
+    if dropped:
+        warnings.append("The image ledger %s had %d record(s) with impossible timestamps (negative, non-integer or in the future: %s); "
+                        "they were dropped and those images are tracked afresh from now." % (path, len(dropped), ", ".join(sorted(dropped)[:5])))
     return data
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_directory(directory, what, warnings):
+    """Refuse a symlinked directory; warn, like sshd's StrictModes, when it is not owned by us or root, or group/other-writable."""
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise LedgerError("Cannot inspect the %s directory %s: %s." % (what, directory, exc.strerror or exc))
+    if stat.S_ISLNK(st.st_mode):
+        raise LedgerError("The %s directory %s is a symbolic link; kubenode.gc does not follow links for its %s." % (what, directory, what))
+    if not stat.S_ISDIR(st.st_mode):
+        raise LedgerError("The %s directory %s is not a directory." % (what, directory))
+    if st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        warnings.append("The %s directory %s is owned by uid %d with mode %04o: another user could replace the %s; "
+                        "make it owned by root and not group- or world-writable." % (what, directory, st.st_uid, stat.S_IMODE(st.st_mode), what))
 
 
 def save(path, ledger):
@@ -70,7 +122,8 @@ def save(path, ledger):
 class NodeLock:
     """An exclusive flock on ``path``; waits up to ``timeout`` seconds, then raises LedgerError."""
 
-    def __init__(self, path, timeout, what="image_gc"):
+    def __init__(self, path, timeout, what="image_gc", warnings=None):
+        self.warnings = [] if warnings is None else warnings
         self.path = path
         self.timeout = timeout
         self.what = what
@@ -80,8 +133,11 @@ class NodeLock:
         directory = os.path.dirname(os.path.abspath(self.path))
         try:
             os.makedirs(directory, mode=0o700, exist_ok=True)
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            check_directory(directory, "lock", self.warnings)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise LedgerError("The node lock %s is a symbolic link; kubenode.gc does not follow links for its lock." % self.path)
             raise LedgerError("Cannot open the node lock %s: %s." % (self.path, exc.strerror or exc))
         deadline = time.monotonic() + self.timeout
         while True:

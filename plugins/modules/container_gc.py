@@ -193,10 +193,20 @@ kept:
   type: dict
   sample: {"running": 10, "too_young": 0, "within_limits": 4, "sandbox_ready": 10, "sandbox_in_use": 4, "sandbox_newest": 2}
 errors:
-  description: Objects that could not be removed, each with C(id) and one sentence C(msg); the task then fails.
+  description:
+    - Objects that could not be removed, each with C(id) and one sentence C(msg); the task then fails, with C(changed=true)
+      and every other key filled when something was removed before.
+    - The first C(UNAVAILABLE) error (the runtime went away) stops the run; nothing more is attempted.
   returned: always
   type: list
   elements: dict
+already_removed:
+  description:
+    - IDs of containers and sandboxes that were gone (C(NOT_FOUND)) when this run tried to remove them, for example removed
+      by another run; neither an error nor counted in RV(removed_containers) or RV(removed_sandboxes).
+  returned: always
+  type: list
+  elements: str
 rpc_calls:
   description: CRI calls made, per method.
   returned: always

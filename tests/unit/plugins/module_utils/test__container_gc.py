@@ -10,9 +10,12 @@ in tests/integration/test_container_gc.py.
 
 import os
 
+import pytest
+
 from ansible_collections.kubenode.gc.plugins.module_utils import _container_gc as gc
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError
 from ansible_collections.kubenode.gc.plugins.modules import container_gc
 
 
@@ -25,6 +28,9 @@ class RecordingClient:
         self.calls.append((method, target))
         if (method, target) in self.fail:
             raise CriError("CRI endpoint unix:///x failed %s: boom (UNKNOWN)." % method)
+        if (method, "*") in self.fail:
+            code = self.code if hasattr(self, "code") else "UNKNOWN"
+            raise CriError("CRI endpoint unix:///x failed %s: boom (%s)." % (method, code), code=code)
 
     def stop_container(self, cid, timeout=0):
         self._do("StopContainer", cid)
@@ -46,9 +52,9 @@ def _container(tmp_path, cid, state):
     return c, gc.options(params_for(container_gc.ARGUMENT_SPEC, pod_logs_dir=str(tmp_path / "pods"), container_logs_dir=str(links)))
 
 
-def test_unknown_container_is_stopped_then_logs_then_removed(tmp_path):
+def test_unknown_container_is_stopped_then_removed_then_its_logs(tmp_path):
     c, opts = _container(tmp_path, "abcdef123456", "unknown")
-    client, result = RecordingClient(), {"errors": [], "removed_log_paths": []}
+    client, result = RecordingClient(), {"errors": [], "removed_log_paths": [], "already_removed": []}
     assert gc._remove_container(client, c, opts, result) is True  # pylint: disable=protected-access
     assert client.calls == [("StopContainer", "abcdef123456"), ("RemoveContainer", "abcdef123456")]
     assert len(result["removed_log_paths"]) == 3 and not any(os.path.lexists(p) for p in result["removed_log_paths"])
@@ -56,7 +62,7 @@ def test_unknown_container_is_stopped_then_logs_then_removed(tmp_path):
 
 def test_unknown_container_that_cannot_be_stopped_is_kept_with_its_logs(tmp_path):
     c, opts = _container(tmp_path, "abcdef123456", "unknown")
-    client, result = RecordingClient(fail={("StopContainer", "abcdef123456")}), {"errors": [], "removed_log_paths": []}
+    client, result = RecordingClient(fail={("StopContainer", "abcdef123456")}), {"errors": [], "removed_log_paths": [], "already_removed": []}
     assert gc._remove_container(client, c, opts, result) is False  # pylint: disable=protected-access
     assert client.calls == [("StopContainer", "abcdef123456")]
     assert result["removed_log_paths"] == [] and os.path.exists(tmp_path / "pods" / "ns_web_u1" / "app" / "0.log")
@@ -65,7 +71,7 @@ def test_unknown_container_that_cannot_be_stopped_is_kept_with_its_logs(tmp_path
 
 def test_exited_container_is_not_stopped(tmp_path):
     c, opts = _container(tmp_path, "fedcba654321", "exited")
-    client, result = RecordingClient(), {"errors": [], "removed_log_paths": []}
+    client, result = RecordingClient(), {"errors": [], "removed_log_paths": [], "already_removed": []}
     assert gc._remove_container(client, c, opts, result) is True  # pylint: disable=protected-access
     assert client.calls == [("RemoveContainer", "fedcba654321")]
 
@@ -80,3 +86,91 @@ def test_minimum_age_defaults_to_the_kubelets_zero_and_evicted_pods_are_accepted
     opts = gc.options(params_for(container_gc.ARGUMENT_SPEC, evicted_pod_uids=["u1"]))
     assert opts["min_age"] == 0
     assert opts["evicted_pod_uids"] == ["u1"]
+
+
+def test_a_failed_removal_keeps_the_logs(tmp_path):
+    c, opts = _container(tmp_path, "abcdef123456", "exited")
+    client = RecordingClient(fail={("RemoveContainer", "abcdef123456")})
+    result = {"errors": [], "removed_log_paths": [], "already_removed": []}
+    assert gc._remove_container(client, c, opts, result) is False  # pylint: disable=protected-access
+    assert result["removed_log_paths"] == [] and len(result["errors"]) == 1
+    assert (tmp_path / "pods" / "ns_web_u1" / "app" / "0.log").read_text() == "x"
+    assert len(os.listdir(tmp_path / "links")) == 1
+
+
+def test_not_found_is_already_removed_not_an_error(tmp_path):
+    c, opts = _container(tmp_path, "abcdef123456", "exited")
+    client = RecordingClient(fail={("RemoveContainer", "*")})
+    client.code = "NOT_FOUND"
+    result = {"errors": [], "removed_log_paths": [], "already_removed": []}
+    assert gc._remove_container(client, c, opts, result) is False  # pylint: disable=protected-access
+    assert result == {"errors": [], "removed_log_paths": [], "already_removed": ["abcdef123456"]}
+
+
+class NodeClient(RecordingClient):
+    """A node of dead containers in one pod and one running container in another; list calls answer from it."""
+
+    def __init__(self, containers, sandboxes, fail=(), code="UNKNOWN"):
+        super().__init__(fail)
+        self.code = code
+        self.containers, self.sandboxes = containers, sandboxes
+
+    def remove_container(self, cid):
+        self._do("RemoveContainer", cid)
+        self.containers = [c for c in self.containers if c["id"] != cid]
+
+
+def _run(monkeypatch, tmp_path, client, **params):
+    def fake_read_node(_client, _what):
+        return {"containers": list(client.containers), "sandboxes": list(client.sandboxes)}
+
+    def fake_read_containers(_client, _sandboxes):
+        if ("ListContainers", "*") in client.fail:
+            client._do("ListContainers", "*")  # pylint: disable=protected-access
+        return list(client.containers)
+
+    monkeypatch.setattr(gc, "read_node", fake_read_node)
+    monkeypatch.setattr(gc, "read_containers", fake_read_containers)
+    params.setdefault("pod_logs_dir", str(tmp_path / "pods"))
+    params.setdefault("container_logs_dir", str(tmp_path / "links"))
+    opts = gc.options(params_for(container_gc.ARGUMENT_SPEC, min_age="0s", sandboxes=False, **params))
+    return gc.run(client, opts, now=10**19)
+
+
+def _dead(i, uid="u1", state="exited"):
+    return {"id": "c%02d" % i, "name": "app%d" % i, "attempt": 0, "pod_uid": uid, "pod_name": "web-" + uid, "pod_namespace": "ns",
+            "state": state, "created_at": i, "created_at_ns": i, "reason": "", "sandbox_id": "s-" + uid, "image_ref": "sha256:x", "log_path": ""}
+
+
+def test_the_first_unavailable_error_stops_the_run_with_the_partial_result(monkeypatch, tmp_path):
+    (tmp_path / "pods").mkdir()
+    (tmp_path / "links").mkdir()
+    containers = [_dead(i) for i in range(5)]
+    client = NodeClient(containers, [], code="UNAVAILABLE")
+    real = client._do  # pylint: disable=protected-access
+    done = []
+
+    def die_after_two(method, target):
+        if method == "RemoveContainer" and len(done) >= 2:
+            client.fail.add(("RemoveContainer", "*"))
+        real(method, target)
+        done.append(target)
+
+    client._do = die_after_two  # pylint: disable=protected-access
+    with pytest.raises(GcError, match="^The runtime became unavailable after 2 container") as info:
+        _run(monkeypatch, tmp_path, client, max_per_pod_container=0, max_containers=-1)
+    partial = info.value.result
+    assert partial["changed"] is True and len(partial["removed_containers"]) == 2 and len(partial["errors"]) == 1
+    assert [m for m, _t in client.calls].count("RemoveContainer") == 3  # nothing more after the runtime went away
+
+
+def test_running_pods_are_never_deleted_whatever_active_pod_uids_says(monkeypatch, tmp_path):
+    pods = tmp_path / "pods"
+    for uid in ("live", "gone"):
+        (pods / ("ns_web-%s_%s" % (uid, uid)) / "app").mkdir(parents=True)
+    (tmp_path / "links").mkdir()
+    client = NodeClient([_dead(1, "live"), _dead(2, "live", "running"), _dead(3, "gone")], [])
+    result = _run(monkeypatch, tmp_path, client, active_pod_uids=[])
+    assert [c["id"] for c in result["removed_containers"]] == ["c03"]
+    assert sorted(os.listdir(pods)) == ["ns_web-live_live"]
+    assert len(result["warnings"]) == 1 and "live" in result["warnings"][0] and "running containers" in result["warnings"][0]
