@@ -16,12 +16,14 @@ status call is needed.
 from __future__ import annotations
 
 import errno
+import math
 import glob
 import os
 import shutil
 import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _container_policy as policy
+from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
 from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
@@ -43,8 +45,10 @@ def options(params):
     for name in ("pod_logs_dir", "container_logs_dir"):
         if params.get(name) and os.path.exists(params[name]) and not os.path.isdir(params[name]):
             raise OptionError("%s %s exists but is not a directory." % (name, params[name]))
-    names = ("max_per_pod_container", "max_containers", "sandboxes", "logs", "pod_logs_dir", "container_logs_dir", "active_pod_uids",
-             "evicted_pod_uids", "evict_terminated_pods")
+    if not (math.isfinite(params["lock_timeout"]) and params["lock_timeout"] >= 0):
+        raise OptionError("lock_timeout must be a finite number of seconds, 0 or more, got %s." % params["lock_timeout"])
+    names = ("lock_timeout", "max_per_pod_container", "max_containers", "sandboxes", "logs", "pod_logs_dir", "container_logs_dir",
+             "active_pod_uids", "evicted_pod_uids", "evict_terminated_pods")
     return dict(cri_options(params), min_age=min_age, **{k: params[k] for k in names})
 
 
@@ -90,7 +94,21 @@ def _sandbox_entry(s):
 
 
 def run(client, opts, check_mode=False, now=None):
-    """Run container GC with options() output; returns the module result (with ``diff``), or raises GcError when a removal failed."""
+    """Run container GC with options() output; returns the module result (with ``diff``), or raises GcError when a removal failed.
+
+    Outside check mode the run holds the node lock of the runtime endpoint (the one image_gc takes too).
+    """
+    if check_mode:
+        return _run(client, opts, True, now)
+    lock_warnings = []
+    with _ledger.NodeLock(_ledger.node_lock_path(client.endpoint), opts["lock_timeout"], what="container_gc", warnings=lock_warnings):
+        result = _run(client, opts, False, now)
+    if lock_warnings:
+        result["warnings"] = lock_warnings + result.get("warnings", [])
+    return result
+
+
+def _run(client, opts, check_mode, now):
     node = read_node(client, ("containers", "sandboxes"))
     containers, sandboxes = node["containers"], node["sandboxes"]
     now = now if now is not None else time.time_ns()

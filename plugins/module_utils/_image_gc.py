@@ -36,8 +36,6 @@ from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
     usage_percent,
 )
 
-LOCK_NAME = "image-gc.lock"
-DEFAULT_LOCK_DIR = "/var/lib/kubenode-gc"
 RESULT_KEYS = ("removed", "kept", "usage_before", "usage_after", "bytes_to_free", "bytes_freed_estimated", "bytes_freed_measured",
                "target_reached", "insufficient", "errors")
 
@@ -101,10 +99,8 @@ def run(client, opts, check_mode=False, now=None, statvfs=statvfs_usage):
     """Run image GC with options() output; returns the module result (with ``warnings`` and ``diff``)."""
     if check_mode:
         return _run(client, opts, True, now, statvfs)
-    ledger_path = opts["ledger_path"]
-    lock_dir = os.path.dirname(os.path.abspath(ledger_path)) if ledger_path else DEFAULT_LOCK_DIR
     lock_warnings = []
-    with _ledger.NodeLock(os.path.join(lock_dir, LOCK_NAME), opts["lock_timeout"], warnings=lock_warnings):
+    with _ledger.NodeLock(_ledger.node_lock_path(client.endpoint), opts["lock_timeout"], warnings=lock_warnings):
         result = _run(client, opts, False, now, statvfs)
     result["warnings"][:0] = lock_warnings
     return result

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import stat
@@ -27,6 +28,17 @@ from ansible_collections.kubenode.gc.plugins.module_utils._errors import Kubenod
 from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write
 
 LEDGER_VERSION = 1
+LOCK_DIR = "/run/lock/kubenode-gc"
+LOCK_DIR_ENV = "KUBENODE_GC_LOCK_DIR"
+
+
+def node_lock_path(endpoint):
+    """The one lock of a node and runtime endpoint that every mutating module takes, whatever its ledger.
+
+    ``$KUBENODE_GC_LOCK_DIR/<sha256 of the endpoint, 16 hex>.lock``, by default under /run/lock/kubenode-gc.
+    """
+    directory = os.environ.get(LOCK_DIR_ENV) or LOCK_DIR
+    return os.path.join(directory, hashlib.sha256(endpoint.encode("utf-8")).hexdigest()[:16] + ".lock")
 
 
 class LedgerError(KubenodeGcError):
@@ -151,7 +163,7 @@ class NodeLock:
                 os.close(self._fd)
                 self._fd = None
                 raise LedgerError(
-                    "Another kubenode.gc %s run holds the node lock %s; gave up waiting after %g seconds (lock_timeout)." % (self.what, self.path, self.timeout)
+                    "Another kubenode.gc run holds the node lock %s; %s gave up waiting after %g seconds (lock_timeout)." % (self.path, self.what, self.timeout)
                 )
             time.sleep(0.1)
 

@@ -104,6 +104,9 @@ options:
         evicted pods (C(status.phase=Failed), C(status.reason=Evicted)), and terminating pods (C(metadata.deletionTimestamp)
         set) with no running container. They are treated as deleted - all their dead containers, their not-ready sandboxes
         and their pod log directories go - even when they are also in O(active_pod_uids).
+      - A pod with a running container is never treated as deleted, whatever O(active_pod_uids) or this list says (a list
+        that misses such pods usually comes from a failed API query); the module then warns. This differs from the kubelet,
+        which trusts its pod sources.
     type: list
     elements: str
   evict_terminated_pods:
@@ -112,6 +115,14 @@ options:
         terminated pods go too. Takes effect only with O(active_pod_uids).
     type: bool
     default: false
+  lock_timeout:
+    description:
+      - Seconds to wait for another kubenode.gc run (image_gc or container_gc) on the same node and runtime endpoint to
+        finish before failing. A finite number, 0 or more.
+      - The node lock is C(<sha256 of the endpoint, 16 hex digits>.lock) in V(/run/lock/kubenode-gc), or in the directory
+        named by the environment variable E(KUBENODE_GC_LOCK_DIR). Check mode takes no lock.
+    type: float
+    default: 300
 seealso:
   - module: kubenode.gc.image_gc
   - module: kubenode.gc.cri_info
@@ -230,6 +241,7 @@ ARGUMENT_SPEC = dict(
     active_pod_uids=dict(type="list", elements="str"),
     evicted_pod_uids=dict(type="list", elements="str"),
     evict_terminated_pods=dict(type="bool", default=False),
+    lock_timeout=dict(type="float", default=300.0),
 )
 
 

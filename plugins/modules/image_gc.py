@@ -118,7 +118,9 @@ options:
     description:
       - File (mode 0600) holding each image's C(first_detected) and C(last_used) across runs.
       - The empty string disables it; every image is then first detected now, like after a kubelet restart.
-      - The node lock C(image-gc.lock) is kept in the same directory (V(/var/lib/kubenode-gc) without a ledger).
+      - Must be absolute. A ledger that is a symbolic link, or in a directory that is one, is refused; a ledger that is not
+        UTF-8 JSON of the expected shape fails the task with one sentence naming the file (it is never replaced silently);
+        records with impossible timestamps are dropped with a warning. See the collection's Guarantees page.
     type: path
     default: /var/lib/kubenode-gc/image-ledger.json
   measure_freed:
@@ -149,7 +151,11 @@ options:
     type: int
     default: 64
   lock_timeout:
-    description: Seconds to wait for another image_gc run on the same node to finish before failing.
+    description:
+      - Seconds to wait for another kubenode.gc run (image_gc or container_gc) on the same node and runtime endpoint to
+        finish before failing. A finite number, 0 or more.
+      - The node lock is C(<sha256 of the endpoint, 16 hex digits>.lock) in V(/run/lock/kubenode-gc), or in the directory
+        named by the environment variable E(KUBENODE_GC_LOCK_DIR); it does not depend on O(ledger_path).
     type: float
     default: 300
 seealso:

@@ -265,3 +265,19 @@ def test_overflowing_min_age_fails_and_changes_nothing(ansible, runtime, links, 
     assert res["failed"] is True
     assert res["msg"] == "min_age '2562047h47m16.854775808s' is not a Go duration such as 1m or 1h30m: time: invalid duration \"2562047h47m16.854775808s\"."
     assert len(containers_left(runtime)) == 7
+
+
+def test_empty_active_pod_uids_never_deletes_a_pod_with_a_running_container(ansible, runtime, links, node):
+    """Issue 11, item 11: web has a running container, so it stays live whatever active_pod_uids says."""
+    ids = node["ids"]
+    runtime.client.stop_pod_sandbox(node["job"][0])
+    res = cgc(ansible, runtime, links, active_pod_uids=[])
+    assert not res.get("failed"), res.get("msg")
+    assert res["warnings"] == ["active_pod_uids does not list 1 pod(s) that have running containers (uid-web); they are treated as live "
+                               "and nothing of theirs is removed."]
+    assert {c["id"]: c["reason"] for c in res["removed_containers"]} == {
+        ids["task0"]: "pod_deleted", ids["task1"]: "pod_deleted", ids["app0"]: "per_container_limit", ids["app1"]: "per_container_limit"}
+    assert set(containers_left(runtime)) == {ids["app2"], ids["side"], ids["init"]}
+    assert sandboxes_left(runtime) == {node["web"][0]}
+    assert os.path.isdir(node["web"][1]["log_directory"]) and not os.path.exists(node["job"][1]["log_directory"])
+    assert res["already_removed"] == [] and res["errors"] == []

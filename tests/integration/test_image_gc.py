@@ -354,12 +354,18 @@ def test_failed_removal_does_not_stop_the_walk(runtime):
 
 def test_second_concurrent_run_waits_then_fails_clearly(ansible, runtime, tmp_path):
     ledger = tmp_path / "l.json"
-    lock = _ledger.NodeLock(str(tmp_path / "image-gc.lock"), 1)
+    lock_path = _ledger.node_lock_path(runtime.endpoint)
+    lock = _ledger.NodeLock(lock_path, 1)
     with lock:
         res = gc(ansible, runtime, mode="prune", ledger_path=str(ledger), lock_timeout=1)
+        # the lock is per node and endpoint: another ledger and container_gc wait for it too
+        other = gc(ansible, runtime, mode="prune", ledger_path=str(tmp_path / "other.json"), lock_timeout=0)
+        cgc = ansible.module("kubenode.gc.container_gc", {"cri_endpoint": runtime.endpoint, "lock_timeout": 0, "logs": False})
+    held = "Another kubenode.gc run holds the node lock %s; %s gave up waiting after 0 seconds (lock_timeout)."
+    assert other["failed"] is True and other["msg"] == held % (lock_path, "image_gc")
+    assert cgc["failed"] is True and cgc["msg"] == held % (lock_path, "container_gc")
     assert res["failed"] is True
-    lock_path = tmp_path / "image-gc.lock"
-    assert res["msg"] == "Another kubenode.gc image_gc run holds the node lock %s; gave up waiting after 1 seconds (lock_timeout)." % lock_path
+    assert res["msg"] == "Another kubenode.gc run holds the node lock %s; image_gc gave up waiting after 1 seconds (lock_timeout)." % lock_path
     after = gc(ansible, runtime, mode="prune", ledger_path=str(ledger), lock_timeout=1)
     assert not after.get("failed"), after.get("msg")
 
@@ -437,3 +443,21 @@ def test_failed_removal_in_the_max_age_pass_ends_the_run_before_the_threshold_pa
     result = err.value.result
     assert [(r["repo_tags"], r["reason"]) for r in result["removed"]] == [(["docker.io/library/afail-1:1"], "age")]
     assert tags_left(runtime) == {"docker.io/library/afail-0:1", "docker.io/library/afail-2:1", runtime.sandbox_image}
+
+
+def test_hostile_ledgers_fail_naming_the_file_or_warn_and_change_nothing(ansible, mixed, tmp_path):
+    """Issue 11, item 9, through ansible-playbook on the real runtime."""
+    before = tags_left(mixed)
+    ledger = tmp_path / "ledger.json"
+    ledger.write_bytes(bytes(range(256)))
+    res = gc(ansible, mixed, mode="prune", ledger_path=str(ledger))
+    assert res["failed"] is True and res["msg"] == "The image ledger %s is not UTF-8 text (corrupt); fix or remove it." % ledger
+    assert ledger.read_bytes() == bytes(range(256)) and tags_left(mixed) == before
+    elsewhere = tmp_path / "elsewhere.json"
+    ledger.unlink()
+    ledger.symlink_to(elsewhere)
+    res = gc(ansible, mixed, mode="prune", ledger_path=str(ledger))
+    assert res["failed"] is True and "is a symbolic link" in res["msg"] and not elsewhere.exists()
+    res = gc(ansible, mixed, mode="prune", ledger_path="relative/ledger.json")
+    assert res["failed"] is True and res["msg"] == "ledger_path must be an absolute path, got 'relative/ledger.json'."
+    assert tags_left(mixed) == before

@@ -159,7 +159,8 @@ def test_json_stays_json_with_its_indent(ansible, node, interpreter):
 
 def test_read_only_reports_effective_flags_and_findings(ansible, node, interpreter):
     config = node / "config.yaml"
-    config.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 90\nimageMinimumGCAge: 0s\nevictionHard:\n  memory.available: 1Gi\n")
+    config.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                      "imageGCHighThresholdPercent: 90\nimageMinimumGCAge: 0s\nevictionHard:\n  memory.available: 1Gi\n")
     (node / "kubeadm-flags.env").write_text('KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/containerd.sock '
                                             '--image-gc-high-threshold=80"\n')
     (node / "default-kubelet").write_text("KUBELET_EXTRA_ARGS=--maximum-dead-containers=50 --node-ip=10.0.0.2\n")

@@ -114,6 +114,7 @@ class NodeClient(RecordingClient):
         super().__init__(fail)
         self.code = code
         self.containers, self.sandboxes = containers, sandboxes
+        self.endpoint = "unix:///unit-test/%d.sock" % id(self)
 
     def remove_container(self, cid):
         self._do("RemoveContainer", cid)
@@ -129,6 +130,7 @@ def _run(monkeypatch, tmp_path, client, **params):
             client._do("ListContainers", "*")  # pylint: disable=protected-access
         return list(client.containers)
 
+    monkeypatch.setenv("KUBENODE_GC_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.setattr(gc, "read_node", fake_read_node)
     monkeypatch.setattr(gc, "read_containers", fake_read_containers)
     params.setdefault("pod_logs_dir", str(tmp_path / "pods"))

@@ -374,7 +374,8 @@ def test_yaml_unsorted_keys_get_new_keys_at_the_end_and_document_markers_stay():
 
 
 def test_yaml_indentation_is_detected():
-    text = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nauthentication:\n    anonymous:\n        enabled: false\nclusterDNS:\n    - 10.96.0.10\nstaticPodPath: /etc\n"
+    text = ("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+            "authentication:\n    anonymous:\n        enabled: false\nclusterDNS:\n    - 10.96.0.10\nstaticPodPath: /etc\n")
     after = apply(text, {"evictionSoft": {"memory.available": "1Gi"}, "evictionSoftGracePeriod": {"memory.available": "1m"}})["after"]
     assert after == text + "evictionSoft:\n    memory.available: 1Gi\nevictionSoftGracePeriod:\n    memory.available: 1m\n"
 
@@ -409,12 +410,14 @@ def test_types_that_differ_are_rewritten():
 
 
 def test_json_keeps_indent_order_and_trailing_newline():
-    text = '{\n    "kind": "KubeletConfiguration",\n    "evictionHard": {\n        "memory.available": "100Mi"\n    },\n    "apiVersion": "kubelet.config.k8s.io/v1beta1"\n}'
+    text = ('{\n    "kind": "KubeletConfiguration",\n    "evictionHard": {\n        "memory.available": "100Mi"\n    },\n'
+            '    "apiVersion": "kubelet.config.k8s.io/v1beta1"\n}')
     result = apply(text, {"imageGCHighThresholdPercent": 80, "imageGCLowThresholdPercent": 70, "evictionHard": {"memory.available": "1Gi"}},
                    path="/etc/kubernetes/kubelet/kubelet-config.json")
     assert result["format"] == "json"
     assert result["after"] == ('{\n    "kind": "KubeletConfiguration",\n    "evictionHard": {\n        "memory.available": "1Gi"\n    },\n'
-                               '    "apiVersion": "kubelet.config.k8s.io/v1beta1",\n    "imageGCHighThresholdPercent": 80,\n    "imageGCLowThresholdPercent": 70\n}')
+                               '    "apiVersion": "kubelet.config.k8s.io/v1beta1",\n'
+                               '    "imageGCHighThresholdPercent": 80,\n    "imageGCLowThresholdPercent": 70\n}')
     assert not apply(result["after"], {"imageGCHighThresholdPercent": "80"})["changed"]
 
 
@@ -436,10 +439,14 @@ def test_content_creates_and_converts():
     result = kc.plan("/etc/kubernetes/kubelet/kubelet-config.json", None, content="apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n",
                      settings={"imageGCHighThresholdPercent": 90})
     assert result["created"] and result["changed"] and result["format"] == "json" and result["before"] == ""
-    assert result["after"] == '{\n  "apiVersion": "kubelet.config.k8s.io/v1beta1",\n  "imageGCHighThresholdPercent": 90,\n  "kind": "KubeletConfiguration"\n}\n'
-    result = kc.plan(PATH, None, content='{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "evictionHard": {"memory.available": "1Gi"}}')
-    assert result["after"] == "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  memory.available: 1Gi\n" and result["format"] == "yaml"
-    same = kc.plan(PATH, result["after"], content='{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "evictionHard": {"memory.available": "1Gi"}}')
+    assert result["after"] == ('{\n  "apiVersion": "kubelet.config.k8s.io/v1beta1",\n  "imageGCHighThresholdPercent": 90,\n'
+                               '  "kind": "KubeletConfiguration"\n}\n')
+    result = kc.plan(PATH, None, content='{"apiVersion": "kubelet.config.k8s.io/v1beta1", '
+                     '"kind": "KubeletConfiguration", "evictionHard": {"memory.available": "1Gi"}}')
+    assert result["after"] == "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  memory.available: 1Gi\n"
+    assert result["format"] == "yaml"
+    same = kc.plan(PATH, result["after"],
+                   content='{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "evictionHard": {"memory.available": "1Gi"}}')
     assert not same["changed"] and not same["created"]
 
 
@@ -505,7 +512,8 @@ def test_partial_eviction_hard_from_a_flag():
 
 
 def test_plan_reports_changes_as_drift():
-    existing = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 95\nimageGCLowThresholdPercent: 50\nimageMinimumGCAge: 2m0s\n"
+    existing = ("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                "imageGCHighThresholdPercent: 95\nimageGCLowThresholdPercent: 50\nimageMinimumGCAge: 2m0s\n")
     result = kc.plan("/x/config.yaml", existing, settings={"imageGCHighThresholdPercent": 80, "imageMinimumGCAge": "2m", "containerLogMaxFiles": 3})
     assert result["changes"] == [
         {"key": "imageGCHighThresholdPercent", "before": 95, "after": 80},

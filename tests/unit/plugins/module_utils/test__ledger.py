@@ -81,3 +81,11 @@ def test_symlinked_directories_are_refused_and_unsafe_modes_warned(tmp_path):
 def test_relative_ledger_path_is_rejected():
     with pytest.raises(OptionError, match=r"^ledger_path must be an absolute path, got 'ledger.json'\.$"):
         igc.options(params_for(image_gc.ARGUMENT_SPEC, ledger_path="ledger.json"))
+
+
+def test_the_node_lock_is_per_endpoint_and_overridable(monkeypatch, tmp_path):
+    a = _ledger.node_lock_path("unix:///run/containerd/containerd.sock")
+    assert a.startswith("/run/lock/kubenode-gc/") and a.endswith(".lock")
+    assert a != _ledger.node_lock_path("unix:///run/crio/crio.sock")
+    monkeypatch.setenv("KUBENODE_GC_LOCK_DIR", str(tmp_path))
+    assert _ledger.node_lock_path("unix:///x.sock").startswith(str(tmp_path) + "/")
