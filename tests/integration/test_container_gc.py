@@ -251,8 +251,8 @@ def test_bad_min_age_fails_and_changes_nothing(ansible, runtime, links, node):
     assert len(containers_left(runtime)) == 7
 
 
-def test_pod_logs_dir_that_is_a_file_fails_in_one_sentence(ansible, runtime, links, node):
-    pods = node / "pods-file"
+def test_pod_logs_dir_that_is_a_file_fails_in_one_sentence(ansible, runtime, links, node, tmp_path):
+    pods = tmp_path / "pods-file"
     pods.write_text("not a directory\n")
     res = cgc(ansible, runtime, links, pod_logs_dir=str(pods), active_pod_uids=[])
     assert res["failed"] is True
