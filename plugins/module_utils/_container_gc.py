@@ -47,7 +47,9 @@ def options(params):
             raise OptionError("%s %s exists but is not a directory." % (name, params[name]))
     if not (math.isfinite(params["lock_timeout"]) and params["lock_timeout"] >= 0):
         raise OptionError("lock_timeout must be a finite number of seconds, 0 or more, got %s." % params["lock_timeout"])
-    names = ("lock_timeout", "max_per_pod_container", "max_containers", "sandboxes", "logs", "pod_logs_dir", "container_logs_dir",
+    if params["parallelism"] < 1:
+        raise OptionError("parallelism must be 1 or more, got %d." % params["parallelism"])
+    names = ("lock_timeout", "parallelism", "max_per_pod_container", "max_containers", "sandboxes", "logs", "pod_logs_dir", "container_logs_dir",
              "active_pod_uids", "evicted_pod_uids", "evict_terminated_pods")
     return dict(cri_options(params), min_age=min_age, **{k: params[k] for k in names})
 
@@ -151,9 +153,7 @@ def _run(client, opts, check_mode, now):
         remaining = [c for c in containers if c["id"] not in gone]
     else:
         try:
-            for c in to_remove:
-                if _remove_container(client, c, opts, result):
-                    result["removed_containers"].append(_container_entry(c))
+            _remove_containers(client, to_remove, opts, result)
             remaining = read_containers(client, sandboxes) if to_remove else containers
         except RuntimeUnavailable:
             return _finish(result, kept, containers, sandboxes, warnings, stopped=True)
@@ -225,26 +225,45 @@ def _remove_path(path, result, tree=False):
     return True
 
 
-def _remove_container(client, c, opts, result):
-    """Stop an UNKNOWN container first, remove the container, then its logs; False (and an error) when it was kept.
+def _remove_containers(client, containers, opts, result):
+    """Remove containers with up to ``parallelism`` RemoveContainer calls in flight, then each one's logs.
 
-    A log goes only with its container: when RemoveContainer fails, the logs stay. A container that is already
-    gone (NOT_FOUND, another run removed it) is "already removed": no error, and not counted as removed by this run.
+    An UNKNOWN container is stopped first. A log goes only with its container: when RemoveContainer fails,
+    the logs stay. A container that is already gone (NOT_FOUND, another run removed it) is "already removed":
+    no error, and not counted as removed by this run. After an UNAVAILABLE error no new call is made: the
+    calls already in flight are collected (their successes count) and RuntimeUnavailable ends the run.
     """
-    try:
-        if c["state"] == "unknown":
-            client.stop_container(c["id"], 0)
-    except CriError as exc:
-        _cri_failed(result, exc, c["id"], "Container %s is in unknown state and could not be stopped, so it was kept: %s" % (c["id"], exc))
-        return False
-    try:
-        client.remove_container(c["id"])
-    except CriError as exc:
-        if exc.code == "NOT_FOUND":
-            result["already_removed"].append(c["id"])
-            return False
-        _cri_failed(result, exc, c["id"], str(exc))
-        return False
+    for start in range(0, len(containers), opts["parallelism"]):
+        in_flight = []
+        for c in containers[start:start + opts["parallelism"]]:
+            if c["state"] == "unknown":
+                try:
+                    client.stop_container(c["id"], 0)
+                except CriError as exc:
+                    _cri_failed(result, exc, c["id"], "Container %s is in unknown state and could not be stopped, so it was kept: %s" % (c["id"], exc))
+                    continue
+            in_flight.append((c, client.call_async("RemoveContainer", container_id=c["id"])))
+        unavailable = None
+        for c, call in in_flight:
+            try:
+                call.result()
+            except CriError as exc:
+                if exc.code == "NOT_FOUND":
+                    result["already_removed"].append(c["id"])
+                    continue
+                if exc.code == "UNAVAILABLE":
+                    if unavailable is not None:
+                        continue  # the same outage seen by another call in flight: one error says it
+                    unavailable = exc
+                result["errors"].append({"id": c["id"], "msg": str(exc)})
+                continue
+            _remove_logs(c, opts, result)
+            result["removed_containers"].append(_container_entry(c))
+        if unavailable is not None:
+            raise RuntimeUnavailable(str(unavailable))
+
+
+def _remove_logs(c, opts, result):
     for path in container_log_paths(c, opts):
         try:
             os.unlink(path)
@@ -254,7 +273,6 @@ def _remove_container(client, c, opts, result):
             result["errors"].append({"id": c["id"], "msg": "Removed container %s but not its log %s: %s." % (c["id"], path, exc.strerror or exc)})
             continue
         result["removed_log_paths"].append(path)
-    return True
 
 
 def _cri_failed(result, exc, object_id, msg):

@@ -115,6 +115,14 @@ options:
         terminated pods go too. Takes effect only with O(active_pod_uids).
     type: bool
     default: false
+  parallelism:
+    description:
+      - RemoveContainer calls in flight at once. The runtime removes containers concurrently, so a pipeline removes a
+        node's dead containers many times faster than the kubelet's one call at a time (see C(benchmarks/gc_scale.py)).
+      - A container's logs are removed only after its own RemoveContainer succeeded. After an C(UNAVAILABLE) answer no new
+        call is made; the calls already in flight are collected and count.
+    type: int
+    default: 64
   lock_timeout:
     description:
       - Seconds to wait for another kubenode.gc run (image_gc or container_gc) on the same node and runtime endpoint to
@@ -241,6 +249,7 @@ ARGUMENT_SPEC = dict(
     active_pod_uids=dict(type="list", elements="str"),
     evicted_pod_uids=dict(type="list", elements="str"),
     evict_terminated_pods=dict(type="bool", default=False),
+    parallelism=dict(type="int", default=64),
     lock_timeout=dict(type="float", default=300.0),
 )
 

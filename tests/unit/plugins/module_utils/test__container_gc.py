@@ -38,6 +38,32 @@ class RecordingClient:
     def remove_container(self, cid):
         self._do("RemoveContainer", cid)
 
+    def call_async(self, method, **fields):
+        """The pipelined calls: made at once, answered by a future, as the CRI client's call_async does."""
+        assert method == "RemoveContainer"
+        try:
+            self.remove_container(fields["container_id"])
+        except CriError as exc:
+            return _Answered(exc)
+        return _Answered(None)
+
+
+class _Answered:
+    def __init__(self, error):
+        self.error = error
+
+    def result(self):
+        if self.error is not None:
+            raise self.error
+
+
+def _remove_one(client, c, opts, result):
+    """Remove one container through the pipeline; True when it was removed."""
+    result.setdefault("removed_containers", [])
+    gc._remove_containers(client, [c], opts, result)  # pylint: disable=protected-access
+    removed = [e["id"] for e in result.pop("removed_containers")]
+    return removed == [c["id"]]
+
 
 def _container(tmp_path, cid, state):
     c = {"id": cid, "name": "app", "attempt": 0, "pod_uid": "u1", "pod_name": "web", "pod_namespace": "ns", "state": state,
@@ -55,7 +81,7 @@ def _container(tmp_path, cid, state):
 def test_unknown_container_is_stopped_then_removed_then_its_logs(tmp_path):
     c, opts = _container(tmp_path, "abcdef123456", "unknown")
     client, result = RecordingClient(), {"errors": [], "removed_log_paths": [], "already_removed": []}
-    assert gc._remove_container(client, c, opts, result) is True  # pylint: disable=protected-access
+    assert _remove_one(client, c, opts, result) is True
     assert client.calls == [("StopContainer", "abcdef123456"), ("RemoveContainer", "abcdef123456")]
     assert len(result["removed_log_paths"]) == 3 and not any(os.path.lexists(p) for p in result["removed_log_paths"])
 
@@ -63,7 +89,7 @@ def test_unknown_container_is_stopped_then_removed_then_its_logs(tmp_path):
 def test_unknown_container_that_cannot_be_stopped_is_kept_with_its_logs(tmp_path):
     c, opts = _container(tmp_path, "abcdef123456", "unknown")
     client, result = RecordingClient(fail={("StopContainer", "abcdef123456")}), {"errors": [], "removed_log_paths": [], "already_removed": []}
-    assert gc._remove_container(client, c, opts, result) is False  # pylint: disable=protected-access
+    assert _remove_one(client, c, opts, result) is False
     assert client.calls == [("StopContainer", "abcdef123456")]
     assert result["removed_log_paths"] == [] and os.path.exists(tmp_path / "pods" / "ns_web_u1" / "app" / "0.log")
     assert result["errors"][0]["msg"].startswith("Container abcdef123456 is in unknown state and could not be stopped, so it was kept: ")
@@ -72,7 +98,7 @@ def test_unknown_container_that_cannot_be_stopped_is_kept_with_its_logs(tmp_path
 def test_exited_container_is_not_stopped(tmp_path):
     c, opts = _container(tmp_path, "fedcba654321", "exited")
     client, result = RecordingClient(), {"errors": [], "removed_log_paths": [], "already_removed": []}
-    assert gc._remove_container(client, c, opts, result) is True  # pylint: disable=protected-access
+    assert _remove_one(client, c, opts, result) is True
     assert client.calls == [("RemoveContainer", "fedcba654321")]
 
 
@@ -92,7 +118,7 @@ def test_a_failed_removal_keeps_the_logs(tmp_path):
     c, opts = _container(tmp_path, "abcdef123456", "exited")
     client = RecordingClient(fail={("RemoveContainer", "abcdef123456")})
     result = {"errors": [], "removed_log_paths": [], "already_removed": []}
-    assert gc._remove_container(client, c, opts, result) is False  # pylint: disable=protected-access
+    assert _remove_one(client, c, opts, result) is False
     assert result["removed_log_paths"] == [] and len(result["errors"]) == 1
     assert (tmp_path / "pods" / "ns_web_u1" / "app" / "0.log").read_text() == "x"
     assert len(os.listdir(tmp_path / "links")) == 1
@@ -103,7 +129,7 @@ def test_not_found_is_already_removed_not_an_error(tmp_path):
     client = RecordingClient(fail={("RemoveContainer", "*")})
     client.code = "NOT_FOUND"
     result = {"errors": [], "removed_log_paths": [], "already_removed": []}
-    assert gc._remove_container(client, c, opts, result) is False  # pylint: disable=protected-access
+    assert _remove_one(client, c, opts, result) is False
     assert result == {"errors": [], "removed_log_paths": [], "already_removed": ["abcdef123456"]}
 
 
@@ -160,10 +186,33 @@ def test_the_first_unavailable_error_stops_the_run_with_the_partial_result(monke
 
     client._do = die_after_two  # pylint: disable=protected-access
     with pytest.raises(GcError, match="^The runtime became unavailable after 2 container") as info:
-        _run(monkeypatch, tmp_path, client, max_per_pod_container=0, max_containers=-1)
+        _run(monkeypatch, tmp_path, client, max_per_pod_container=0, max_containers=-1, parallelism=1)
     partial = info.value.result
     assert partial["changed"] is True and len(partial["removed_containers"]) == 2 and len(partial["errors"]) == 1
     assert [m for m, _t in client.calls].count("RemoveContainer") == 3  # nothing more after the runtime went away
+
+
+def test_pipelined_removals_stop_after_the_batch_in_which_the_runtime_went_away(monkeypatch, tmp_path):
+    """64 calls in flight: the batch that saw UNAVAILABLE is collected (its successes count, one error for the outage), no later batch starts."""
+    (tmp_path / "pods").mkdir()
+    (tmp_path / "links").mkdir()
+    client = NodeClient([_dead(i) for i in range(200)], [], code="UNAVAILABLE")
+    real = client._do  # pylint: disable=protected-access
+    done = []
+
+    def die_after_seventy(method, target):
+        if method == "RemoveContainer" and len(done) >= 70:
+            client.fail.add(("RemoveContainer", "*"))
+        real(method, target)
+        done.append(target)
+
+    client._do = die_after_seventy  # pylint: disable=protected-access
+    with pytest.raises(GcError, match="^The runtime became unavailable after 70 container") as info:
+        _run(monkeypatch, tmp_path, client, max_per_pod_container=0, max_containers=-1)
+    partial = info.value.result
+    assert partial["changed"] is True and len(partial["removed_containers"]) == 70 and len(partial["errors"]) == 1
+    assert [m for m, _t in client.calls].count("RemoveContainer") == 128  # two batches of 64, no third
+    assert {c["id"] for c in client.containers} == {c["id"] for c in [_dead(i) for i in range(200)]} - {c["id"] for c in partial["removed_containers"]}
 
 
 def test_running_pods_are_never_deleted_whatever_active_pod_uids_says(monkeypatch, tmp_path):

@@ -1,0 +1,175 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Benchmark (not a test): image_gc and container_gc on a large node, against crictl and the raw RPC floor.
+
+    python -m benchmarks.gc_scale [--images 2000] [--containers 10000] [--runtime containerd-1.6|...]
+
+One run, one runtime (containerd 1.6 by default). The node holds ``--images`` unused images and
+``--containers`` dead (created, never started) containers in 100 pods, as on a node whose pods churned.
+It prints, each measured in this run:
+
+1. planning: ``image_gc`` and ``container_gc`` check mode in-module on the empty node and on the full one,
+   against the raw list-RPC floor (ListImages + ListContainers + ListPodSandbox, the median of 5 on the
+   full node); target: (full - empty) <= 10x the floor;
+2. peak RSS of a fresh Python process running each check-mode plan on the full node; target <= 150 MB;
+3. ``image_gc`` prune of the images in-module against ``crictl rmi --prune`` of a set of the same size;
+   target: <= crictl + 1 s;
+4. ``container_gc`` removing every dead container (their pods are gone: ``active_pod_uids: []``) against
+   serial ``RemoveContainer`` over a separate set of ``--serial`` containers; target: >= 10x the serial rate.
+Run as root (tmpfs, the runtime). Building the fixture takes a few minutes.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from devtools.collection import REPO, make_importable  # noqa: E402  pylint: disable=wrong-import-position
+
+make_importable()
+
+from benchmarks.image_gc_prune import find_crictl, import_set, timed  # noqa: E402  pylint: disable=wrong-import-position
+from devtools import runtimes  # noqa: E402  pylint: disable=wrong-import-position
+from devtools.images import ImageSpec  # noqa: E402  pylint: disable=wrong-import-position
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _container_gc, _image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
+from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
+from ansible_collections.kubenode.gc.plugins.modules import container_gc, image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
+
+PODS = 100
+
+# A fresh interpreter that plans on the full node and prints nothing: its peak RSS is what a module run costs.
+RSS_PROBE = r"""
+import json, sys
+sys.path.insert(0, %(repo)r)
+from devtools.collection import make_importable
+make_importable()
+from devtools.cri import DevCriClient
+from ansible_collections.kubenode.gc.plugins.module_utils import _container_gc, _image_gc
+from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
+from ansible_collections.kubenode.gc.plugins.modules import container_gc, image_gc
+which, endpoint, params = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+mod, spec = (_image_gc, image_gc.ARGUMENT_SPEC) if which == "image_gc" else (_container_gc, container_gc.ARGUMENT_SPEC)
+mod.run(DevCriClient(endpoint), mod.options(params_for(spec, **params)), check_mode=True)
+"""
+
+
+def floor(client, runs=5):
+    """The raw list-RPC floor: the three list calls a plan needs, nothing else (median of ``runs``)."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        client.list_images()
+        client.list_containers()
+        client.list_pod_sandbox()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def plan_time(rt, which, params, runs=3):
+    mod, spec = (_image_gc, image_gc.ARGUMENT_SPEC) if which == "image_gc" else (_container_gc, container_gc.ARGUMENT_SPEC)
+    opts = mod.options(params_for(spec, **params))
+    times = []
+    for _ in range(runs):
+        client = type(rt.client)(rt.endpoint)
+        times.append(timed(lambda: mod.run(client, opts, check_mode=True))[0])  # pylint: disable=cell-var-from-loop
+        client.close()
+    return statistics.median(times)
+
+
+def peak_rss_mb(rt, which, params):
+    proc = subprocess.Popen([sys.executable, "-c", RSS_PROBE % {"repo": REPO}, which, rt.endpoint, json.dumps(params)])
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise RuntimeError("the %s plan failed (exit %d)" % (which, proc.returncode))
+    return usage.ru_maxrss / 1024.0
+
+
+def dead_containers(rt, prefix, count, image):
+    """``count`` created (never started) containers spread over PODS pods; returns their ids."""
+    pods = [rt.run_pod("%s-%d" % (prefix, p), uid="uid-%s-%d" % (prefix, p)) for p in range(PODS)]
+    per_pod = -(-count // PODS)
+
+    def make(i):
+        pod = pods[i // per_pod]
+        return rt.add_container(pod, "c%d" % (i % 10), image, "created", attempt=(i % per_pod) // 10)
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        return list(pool.map(make, range(count)))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=2000)
+    parser.add_argument("--containers", type=int, default=10000)
+    parser.add_argument("--serial", type=int, default=1000, help="containers removed one at a time for the serial rate")
+    parser.add_argument("--runtime", default=runtimes.DEFAULT, choices=runtimes.NAMES)
+    args = parser.parse_args()
+    crictl = find_crictl()
+    out = {}
+    with runtimes.make(args.runtime, imagefs_size="2G") as rt, tempfile.TemporaryDirectory() as tmp:
+        img_params = dict(mode="prune", min_age="0s", ledger_path=os.path.join(tmp, "plan.json"))
+        ctr_params = dict(active_pod_uids=[], pod_logs_dir=rt.pod_logs, container_logs_dir=os.path.join(tmp, "links"))
+        os.makedirs(ctr_params["container_logs_dir"])
+        out["empty_image_plan"] = plan_time(rt, "image_gc", img_params)
+        out["empty_container_plan"] = plan_time(rt, "container_gc", ctr_params)
+
+        t0 = time.perf_counter()
+        rt.import_images([ImageSpec("scale-base:1")])
+        image = "scale-base:1"
+        serial_ids = dead_containers(rt, "serial", args.serial, image)
+        ids = import_set(rt, "scale-gc", args.images)
+        dead_containers(rt, "dead", args.containers, image)
+        print("fixture: %d images, %d + %d dead containers in %.0f s" % (len(ids), args.containers, args.serial, time.perf_counter() - t0))
+
+        out["floor"] = floor(rt.client)
+        out["full_image_plan"] = plan_time(rt, "image_gc", img_params)
+        out["full_container_plan"] = plan_time(rt, "container_gc", ctr_params)
+        out["rss_image"] = peak_rss_mb(rt, "image_gc", img_params)
+        out["rss_container"] = peak_rss_mb(rt, "container_gc", ctr_params)
+
+        out["serial"] = timed(lambda: [rt.client.remove_container(c) for c in serial_ids])[0]
+
+        client = type(rt.client)(rt.endpoint)
+        opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, **dict(img_params, ledger_path=os.path.join(tmp, "prune.json"))))
+        out["prune"], result = timed(lambda: _image_gc.run(client, opts))
+        pruned = len(result["removed"])
+        if crictl:
+            import_set(rt, "scale-crictl", args.images)
+            out["crictl"] = timed(lambda: subprocess.run([crictl, "--runtime-endpoint", rt.endpoint, "--image-endpoint", rt.endpoint, "rmi", "--prune"],
+                                                         check=True, capture_output=True))[0]
+
+        client = type(rt.client)(rt.endpoint)
+        opts = _container_gc.options(params_for(container_gc.ARGUMENT_SPEC, **ctr_params))
+        out["container_gc"], cresult = timed(lambda: _container_gc.run(client, opts))
+        removed_c = len(cresult["removed_containers"])
+
+    serial_rate = args.serial / out["serial"]
+    gc_rate = removed_c / out["container_gc"]
+    print("runtime %s, %d images, %d dead containers, crictl %s" % (args.runtime, args.images, args.containers, crictl or "not found"))
+    print("raw list-RPC floor (full node)     : %8.1f ms" % (out["floor"] * 1e3))
+    for which in ("image", "container"):
+        extra = out["full_%s_plan" % which] - out["empty_%s_plan" % which]
+        print("%-15s check plan, empty : %8.1f ms; full: %8.1f ms; above empty / floor: %5.1fx (target <= 10x); peak RSS %5.1f MB (target <= 150)" % (
+            which + "_gc", out["empty_%s_plan" % which] * 1e3, out["full_%s_plan" % which] * 1e3, extra / out["floor"], out["rss_%s" % which]))
+    print("image_gc prune, in-module (%5d)  : %8.2f s" % (pruned, out["prune"]))
+    if crictl:
+        print("crictl rmi --prune (%5d)         : %8.2f s   image_gc - crictl: %+.2f s (target <= +1 s)" % (
+            args.images, out["crictl"], out["prune"] - out["crictl"]))
+    print("serial RemoveContainer (%5d)     : %8.2f s   (%.0f/s)" % (args.serial, out["serial"], serial_rate))
+    print("container_gc (%5d removed)       : %8.2f s   (%.0f/s), %.1fx the serial rate (target >= 10x)" % (
+        removed_c, out["container_gc"], gc_rate, gc_rate / serial_rate))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
