@@ -103,8 +103,10 @@ def plan_crio(images, match, owned, others, exclusive):
         if not names:
             continue
         if match(img):
-            keep |= names
-            if not img["pinned"] and not names & owned:
+            if names & owned:
+                keep |= names
+            elif not img["pinned"]:  # an image the runtime pins already (its pause image, others' pins) is not ours
+                keep |= names
                 pinned.append(img)
         elif exclusive and names & owned:
             unpinned.append(img)
