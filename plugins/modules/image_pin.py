@@ -14,16 +14,16 @@ description:
   - Makes the images matching O(images) pinned in the container runtime, so that the CRI reports them C(pinned) and the
     kubelet's image garbage collector (and M(kubenode.gc.image_gc)) never removes them (KEP-2040). O(images) of
     M(kubenode.gc.image_gc) only protects images from this collection's runs; pinning protects them from the kubelet too.
-  - B(containerd 1.7.3 and later, 2.x): sets the label C(io.cri-containerd.pinned=pinned) on every containerd image record
+  - B(containerd 1.7.3 and later, 2.x) - sets the label C(io.cri-containerd.pinned=pinned) on every containerd image record
     of a matching image (its tags, repo digests and id) through containerd's own images API
     (C(containerd.services.images.v1)) in the C(k8s.io) namespace, on the same socket as the CRI. It also sets the label
     C(io.kubenode.gc/pinned=true), the record of the pins this module made.
-  - B(cri-o): cri-o has no API to pin. The module writes C([crio.image] pinned_images) into the drop-in O(crio_dropin)
-    (exact names: the tags of the matching images), then sends C(SIGHUP) to the cri-o process listening on the endpoint,
+  - B(cri-o) - cri-o has no API to pin. The module writes C([crio.image] pinned_images) into the drop-in O(crio_dropin)
+    (the exact tags of the matching images), then sends C(SIGHUP) to the cri-o process listening on the endpoint,
     which reloads C(pinned_images). TOML arrays replace each other across cri-o's config files, so the drop-in carries
     over the C(pinned_images) that C(crio.conf) and the other drop-ins set; the names this module pinned are recorded in
     a comment line of the drop-in.
-  - B(containerd before 1.7.3) (1.6) cannot pin: its CRI never reports images pinned. The module then returns
+  - B(containerd before 1.7.3) (1.6) cannot pin, its CRI never reports images pinned. The module then returns
     RV(supported=false) with one warning and changes nothing, so a mixed fleet does not fail. Other runtimes likewise.
   - An image the runtime already reports pinned (by its configuration, such as the sandbox image, or by a label someone
     else set) is left alone and not listed in RV(pinned).
