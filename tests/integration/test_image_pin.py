@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils._containerd_images import PINNED_LABEL, PINNED_VALUE, ContainerdImages
+from ansible_collections.kubenode.gc.plugins.module_utils._containerd_images import OWNER_LABEL, PINNED_LABEL, PINNED_VALUE, ContainerdImages
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient
 from devtools.images import ImageSpec
 
@@ -111,9 +111,18 @@ def pin_by_someone_else(runtime, runtime_name, tag):
 
 def test_exclusive_unpins_only_our_pins(ansible, clean_dropins, runtime_name):
     runtime = clean_dropins
-    if not CAN_PIN[runtime_name]:
-        pytest.skip("containerd 1.6 cannot pin: proven by test_pin_check_real_idempotent_and_image_gc_keeps_pinned")
     runtime.import_images([ImageSpec("registry.k8s.io/ours:1", size=MIB), ImageSpec("registry.k8s.io/theirs:1", size=MIB)])
+    if not CAN_PIN[runtime_name]:  # containerd 1.6: exclusive changes nothing either, labels included
+        pin_by_someone_else(runtime, runtime_name, "registry.k8s.io/theirs:1")
+        before = pinned_state(runtime)
+        result = pin(ansible, runtime, images=[], exclusive=True)
+        assert (result["supported"], result["changed"], result["unpinned"]) == (False, False, [])
+        with CriClient(runtime.endpoint) as client:
+            labels = {r.name: dict(r.labels) for r in ContainerdImages(client).list()}
+        assert labels["registry.k8s.io/theirs:1"].get(PINNED_LABEL) == PINNED_VALUE
+        assert [n for n, lbl in labels.items() if OWNER_LABEL in lbl] == []
+        assert pinned_state(runtime) == before
+        return
     pin_by_someone_else(runtime, runtime_name, "registry.k8s.io/theirs:1")
 
     first = pin(ansible, runtime, images=["registry.k8s.io/ours:1"])
