@@ -5,6 +5,8 @@
 
 import glob
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -154,3 +156,12 @@ def test_bad_pattern_fails_in_one_sentence_and_changes_nothing(ansible, runtime)
     assert result["failed"] is True and result["changed"] is False
     assert result["msg"] == "images pattern 'registry.k8s.io/[bad' is not a valid glob: the bracket at position 16 is never closed."
     assert pinned_state(runtime) == before
+
+
+def test_ansible_doc_renders_from_the_installed_tarball(collections_path):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_NOCOLOR="1")
+    ansible_doc = os.path.join(os.path.dirname(sys.executable), "ansible-doc")
+    out = subprocess.run([ansible_doc, "kubenode.gc.image_pin"], env=env, capture_output=True, text=True, check=True)
+    for word in ("kubenode.gc.image_pin", "cri_endpoint", "exclusive", "crio_dropin", "io.kubenode.gc/pinned", "supported"):
+        assert word in out.stdout
+    assert collections_path in out.stdout
