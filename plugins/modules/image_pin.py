@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: image_pin
 short_description: Pin container images in the runtime so that the kubelet's own image GC never removes them
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Makes the images matching O(images) pinned in the container runtime, so that the CRI reports them C(pinned) and the
     kubelet's image garbage collector (and M(kubenode.gc.image_gc)) never removes them (KEP-2040). O(images) of
