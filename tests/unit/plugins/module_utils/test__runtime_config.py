@@ -616,7 +616,8 @@ def test_v3_imports_merge_key_by_key_and_the_last_wins():
         "snapshotter 'native' set in /etc/containerd/config.toml (imports win over the main file).",
     ]
     # a request the imports already satisfy is no conflict; one they contradict is refused
-    assert containerd(V3_MAIN, {"snapshotter": "btrfs", "sandbox_image": "registry.k8s.io/pause:3.10"}, imports=load(files))["current"]["snapshotter"] == "btrfs"
+    satisfied = {"snapshotter": "btrfs", "sandbox_image": "registry.k8s.io/pause:3.10"}
+    assert containerd(V3_MAIN, satisfied, imports=load(files))["current"]["snapshotter"] == "btrfs"
     with pytest.raises(rc.ConfigError, match=r"^The import /etc/containerd/conf.d/20-b.toml sets .* snapshotter = 'btrfs', which overrides the "
                        r"settings.snapshotter 'overlayfs' for /etc/containerd/config.toml \(imports win over the main file\); nothing was changed"):
         containerd(V3_MAIN, {"snapshotter": "overlayfs"}, imports=load(files))
