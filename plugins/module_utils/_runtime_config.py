@@ -14,7 +14,9 @@ result says which files were already written.
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import re
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _cri, _runtime_config_policy as rc, _snapshot
 from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options, require_cri_libraries, require_library
@@ -59,11 +61,15 @@ def query_runtime(opts, rpc_calls):
         client.close()
 
 
-def plan(runtime, opts, texts):
-    """Run the pure planner on ``texts`` (path -> text or None); returns (plan, {path: new text}, main path)."""
+def plan(runtime, opts, texts, read_text=None):
+    """Run the pure planner on ``texts`` (path -> text or None); returns (plan, {path: new text}, main path).
+
+    containerd's imports are read with ``read_text`` (path -> text or None).
+    """
     if runtime == "containerd":
         path = opts["path"] or rc.CONTAINERD_PATH
-        result = rc.plan_containerd(texts[path], path, opts["settings"])
+        imports = rc.load_containerd_imports(path, rc.parse(texts[path] or "", path).unwrap(), read_text, go_glob)
+        result = rc.plan_containerd(texts[path], path, opts["settings"], imports)
         return result, {path: result["after"]}, path
     cpath, spath = opts["path"] or rc.CRIO_PATH, opts["storage_path"] or rc.STORAGE_PATH
     dropins = [(f, t) for f, t in texts.items() if f not in (cpath, spath)]
@@ -83,12 +89,29 @@ def read_files(files, runtime, opts):
     return {path: text for path, text in texts.items() if text is not None or path not in paths[2:]}
 
 
-def _listdir(path):
+def go_glob(pattern):
+    """The paths matching ``pattern`` as Go's filepath.Glob gives them: sorted per directory, '*' matches dot files too."""
+    found = ["/" if pattern.startswith("/") else ""]
+    parts = [part for part in pattern.split("/") if part]
+    for i, part in enumerate(parts):
+        if not re.search(r"[*?[]", part):
+            found = [os.path.join(d, part) for d in found]
+            continue
+        matcher = re.compile(fnmatch.translate(part.replace("[^", "[!")))
+        found = [os.path.join(d, name) for d in found for name in sorted(_listdir(d or ".", quiet=True)) if matcher.match(name)]
+        if i < len(parts) - 1:
+            found = [d for d in found if os.path.isdir(d)]
+    return [path for path in found if os.path.lexists(path)]
+
+
+def _listdir(path, quiet=False):
     try:
         return os.listdir(path)
     except FileNotFoundError:
         return []
     except OSError as exc:
+        if quiet:
+            return []
         raise ConfigFileError("Cannot read the drop-in directory %s: %s." % (path, exc.strerror or exc))
 
 
@@ -102,9 +125,9 @@ def run(files, opts, check_mode=False):
         base[main_path] = opts["content"]
     if opts["storage_content"] is not None:
         base[opts["storage_path"] or rc.STORAGE_PATH] = opts["storage_content"]
-    result, after, main_path = plan(runtime, opts, base)
+    result, after, main_path = plan(runtime, opts, base, files.read_text)
     try:
-        previous = plan(runtime, dict(opts, settings=None), disk)[0]["current"]
+        previous = plan(runtime, dict(opts, settings=None), disk, files.read_text)[0]["current"]
     except ConfigError:
         previous = {}
     changed_keys = [k for k, v in result["current"].items() if previous.get(k) != v]

@@ -154,22 +154,147 @@ def containerd_version(data, path):
     return version
 
 
-def containerd_current(data, version):
-    layout = CONTAINERD_LAYOUT[version or 2]
-    current = {k: lookup(data, *layout[k]) for k in CONTAINERD_KEYS}
-    current = {k: CONTAINERD_DEFAULTS[k] if _blank(v) is None else v for k, v in current.items()}
+def containerd_current(data, version, imports=()):
+    """The effective values of the main file's ``data`` merged with its ``imports`` (see containerd_winners)."""
+    winners = containerd_winners([(None, data)] + list(imports), version)
+    current = {k: CONTAINERD_DEFAULTS[k] if _blank(v) is None else v for k, (v, source) in winners.items()}
     current["config_version"] = version
     return current
 
 
-def plan_containerd(text, path, settings):
+# -- containerd imports -----------------------------------------------------------
+#
+# containerd (1.6, 1.7 and 2.x alike) loads the main file, then the files its ``imports`` name, then the files
+# those import, breadth first, each path once; a later file wins. An entry is cleaned and, when relative, joined
+# to the importing file's directory; an entry containing '*' is a glob (Go's filepath.Glob: sorted, '*' matches
+# dot files too), a glob matching nothing adds nothing, and a missing file stops containerd from starting.
+# The merge differs: containerd 1.x replaces a whole plugin table (plugins.<id>) of an earlier file with an
+# import's, while 2.x merges tables key by key; top-level keys such as root and state are overridden by a
+# non-empty value in both. Version 1 and 2 files are merged as 1.x does, version 3 files as 2.x does.
+
+
+def containerd_imports(data, path):
+    """The ``imports`` entries of a parsed containerd file, a list of strings."""
+    imports = data.get("imports")
+    if imports is None:
+        return []
+    if not isinstance(imports, list) or not all(isinstance(entry, str) for entry in imports):
+        raise ConfigError("%s has imports = %r; containerd needs a list of file paths there." % (path, imports))
+    return imports
+
+
+def resolve_import(parent, entry):
+    """(path, is_glob) of one ``imports`` entry of the file ``parent``, as containerd resolves it."""
+    path = os.path.normpath(os.path.join(os.path.dirname(parent), entry or "."))
+    return path, "*" in path
+
+
+def load_containerd_imports(path, data, read_text, glob):
+    """[(path, data)] of the files containerd imports for the main file ``path`` (parsed ``data``), in its order.
+
+    ``read_text(path)`` gives a file's text or None when missing, ``glob(pattern)`` the sorted matching paths.
+    A missing import or one that is not TOML raises ConfigError naming it.
+    """
+    loaded, layers = {path}, []
+    pending = [(p, path) for p in _import_paths(path, data, glob)]
+    while pending:
+        file, importer = pending.pop(0)
+        if file in loaded:
+            continue
+        text = read_text(file)
+        if text is None:
+            raise ConfigError("%s imports %s, which does not exist, so containerd would not start; create it or remove the import." % (importer, file))
+        parsed = parse(text, file).unwrap()
+        loaded.add(file)
+        layers.append((file, parsed))
+        pending += [(p, file) for p in _import_paths(file, parsed, glob)]
+    return layers
+
+
+def _import_paths(parent, data, glob):
+    out = []
+    for entry in containerd_imports(data, parent):
+        resolved, is_glob = resolve_import(parent, entry)
+        out += glob(resolved) if is_glob else [resolved]
+    return out
+
+
+def containerd_winners(layers, version):
+    """setting -> (raw value, path of the file it comes from) over ``layers`` [(path, data)], main file first.
+
+    The main file's path may be None. A value of None with an import's path means that import replaced the
+    setting's whole plugin table without setting it (containerd 1.x), so the runtime's default applies.
+    """
+    layout = CONTAINERD_LAYOUT[version or 2]
+    whole_tables = version in (None, 1, 2)
+    winners = {}
+    for key in CONTAINERD_KEYS:
+        table, name = layout[key]
+        (main_path, main), imported = layers[0], layers[1:]
+        value, source = lookup(main, table, name), main_path
+        for path, data in imported:
+            if table and whole_tables:
+                if isinstance(lookup(data, table[:1], table[1]), dict):
+                    value, source = lookup(data, table, name), path
+            elif (_blank(lookup(data, table, name)) if not table else lookup(data, table, name)) is not None:
+                value, source = lookup(data, table, name), path
+        winners[key] = (value, source)
+    return winners
+
+
+def _toml_table(table):
+    return "[%s]" % ".".join(part if re.match(r"^[A-Za-z0-9_-]+$", part) else "'%s'" % part for part in table)
+
+
+def _toml_key(table, name):
+    return "%s %s" % (_toml_table(table), name) if table else name
+
+
+def import_overrides(path, data, imports, version, wanted):
+    """Where an import overrides a setting requested in ``wanted`` or set in the main file: [(key, message)]."""
+    out = []
+    layout = CONTAINERD_LAYOUT[version or 2]
+    winners = containerd_winners([(path, data)] + list(imports), version)
+    for key in CONTAINERD_KEYS:
+        table, name = layout[key]
+        value, source = winners[key]
+        if source == path:
+            continue
+        if key in wanted:
+            target, origin = wanted[key], "settings.%s %r for %s" % (key, wanted[key], path)
+        elif _blank(lookup(data, table, name)) is not None:
+            target, origin = lookup(data, table, name), "%s %r set in %s" % (key, lookup(data, table, name), path)
+        else:
+            continue
+        effective = CONTAINERD_DEFAULTS[key] if _blank(value) is None else value
+        if same(key, effective, target):
+            continue
+        if table and version in (None, 1, 2) and lookup(dict(imports)[source], table, name) is None:
+            what = "replaces the whole %s table without %s (containerd 1.x does not merge plugin tables of imports)" % (_toml_table(table[:2]), name)
+            uses = "containerd uses %s" % ("its default" if effective is None else repr(effective))
+        else:
+            what = "sets %s = %r" % (_toml_key(table, name), value)
+            uses = "imports win over the main file"
+        out.append((key, "The import %s %s, which overrides the %s (%s)" % (source, what, origin, uses)))
+    return out
+
+
+
+def plan_containerd(text, path, settings, imports=()):
     """Plan the edit of a containerd config.toml; ``text`` is None when the file is missing and no content is given.
 
+    ``imports`` are the [(path, data)] containerd imports for it (load_containerd_imports), in its order; the
+    current values are the merged ones. A requested setting an import overrides with another value raises
+    ConfigError (the main file is not edited then); an import overriding a value of the main file is a finding.
     Returns dict(after, current, findings); ``after`` is None when nothing is to be written.
     """
     wanted = check_settings("containerd", settings)
     data = parse(text or "", path).unwrap()
     version = containerd_version(data, path)
+    overrides = import_overrides(path, data, imports, version, wanted)
+    refused = [message for key, message in overrides if key in wanted]
+    if refused:
+        raise ConfigError("%s; nothing was changed, edit or remove that import first." % refused[0])
     layout = CONTAINERD_LAYOUT[version or 2]
     edits = [layout[k] + (v,) for k, v in wanted.items() if not same(k, lookup(data, *layout[k]), v)]
     after = None
@@ -192,7 +317,8 @@ def plan_containerd(text, path, settings):
                 "%s is a version 1 config (no version key), which containerd 2.x no longer reads; convert it with 'containerd config migrate'." % path,
             )
         )
-    return dict(after=after, current=containerd_current(data, version), findings=findings)
+    findings += [finding("warning", "import_overrides", message + ".") for key, message in import_overrides(path, data, imports, version, wanted)]
+    return dict(after=after, current=containerd_current(data, version, imports), findings=findings)
 
 
 # -- CRI-O ------------------------------------------------------------------------

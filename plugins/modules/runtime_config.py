@@ -20,6 +20,11 @@ description:
   - "containerd: C(/etc/containerd/config.toml) in config version 2 (containerd 1.x, C(version = 2)) or 3 (containerd 2.x,
     C(version = 3)). A file without C(version) is version 1: it is read, but not written. An empty or new file that
     gets settings starts with C(version = 2) unless O(content) says otherwise."
+  - "containerd C(imports) are read as containerd reads them: breadth first (the main file, its imports, then what they
+    import), each file once, relative paths against the importing file's directory, an entry with C(*) a sorted glob;
+    a later file wins. Version 1 and 2 files are merged as containerd 1.x does (an imported C([plugins.<id>]) table
+    replaces the earlier one whole), version 3 files as 2.x does (key by key). RV(current) is the merged result. Imports
+    are never edited."
   - "CRI-O: the O(settings) C(graphroot), C(runroot), C(imagestore) and C(driver) go to the C([storage]) table of
     C(/etc/containers/storage.conf), C(pause_image) to C([crio.image]) of C(/etc/crio/crio.conf).
     C([crio]) C(root), C(runroot), C(imagestore) and C(storage_driver) in C(crio.conf) override C(storage.conf) for
@@ -116,6 +121,16 @@ requirements:
   - tomlkit >= 0.11 (python3-tomlkit on Debian 12) on the managed node.
 notes:
   - Files are replaced atomically. For CRI-O, C(crio.conf) is written before C(storage.conf).
+  - "containerd: when an import overrides a setting of O(settings) with another value, the task fails with one sentence
+    naming the import and the key and writes nothing, not even the main file (editing the winning import instead would
+    change a file another tool owns). An import overriding a value the main file sets is an C(import_overrides) warning.
+    A missing import (containerd does not start with one; a glob matching nothing is fine) or one that is not TOML
+    fails the task naming it."
+  - "containerd imports are read in the main file's config version: an import written for another version is read with
+    the main file's key names. containerd 1.6 resolves a relative glob against its working directory (C(/) under
+    systemd), not the file's directory as 1.7 and 2.x do; use absolute globs for containerd 1.6."
+  - "CRI-O: a drop-in overriding a setting of O(settings) is a C(dropin_overrides) warning, not a failure (drop-ins are
+    not edited). containers/storage as CRI-O 1.37 uses it has no C(storage.conf) drop-ins."
   - Runtime findings describe the running runtime, which still uses the old values until it is restarted.
 seealso:
   - module: kubenode.gc.cri_info
@@ -192,7 +207,8 @@ current:
   description:
     - The effective value of every setting of the runtime after the run (in check mode, as it would be), with the
       runtime's default where no file sets it (V(null) where the default depends on the runtime's version).
-    - containerd also has C(config_version), V(1), V(2), V(3) or V(null) for a missing or empty file.
+    - containerd also has C(config_version), V(1), V(2), V(3) or V(null) for a missing or empty file (that of the main
+      file). containerd's values are those of the main file merged with its C(imports).
     - For CRI-O, C(storage.conf) values are overridden by C([crio]) keys of C(crio.conf) and then by the drop-ins.
   returned: always
   type: dict
@@ -220,7 +236,8 @@ findings:
   description:
     - What looks wrong, most severe first, then by code. Codes are C(root_not_on_imagefs), C(sandbox_image_mismatch),
       C(config_version_1), C(crio_root_mismatch), C(crio_runroot_mismatch), C(crio_imagestore_mismatch),
-      C(crio_storage_driver_mismatch), C(dropin_overrides), C(runtime_unreachable) and C(runtime_other) (the socket
+      C(crio_storage_driver_mismatch), C(dropin_overrides), C(import_overrides) (a containerd import overrides a value of
+      the main file), C(runtime_unreachable) and C(runtime_other) (the socket
       belongs to another runtime, so the runtime checks were skipped).
   returned: always
   type: list

@@ -6,10 +6,12 @@
 import os
 import re
 import subprocess
+import tomllib
 
 import pytest
 
-from tests.integration.conftest import read_only_tmpfs
+from devtools import runtimes
+from tests.integration.conftest import RUNTIMES, read_only_tmpfs
 from tests.integration.expectations import rpc_calls
 
 MODULE = "kubenode.gc.runtime_config"
@@ -429,3 +431,114 @@ def test_read_only_file_fails_and_stays(ansible, read_only_dir):
     res = run(ansible, {"runtime": "containerd", "path": path, "settings": {"root": "/data"}})
     assert one_sentence_failure(res) == "Cannot write %s: Read-only file system." % path
     assert state(path) == before
+
+
+# -- containerd imports: the module's effective values are containerd's own (config dump) ---------------
+
+CONTAINERD_BUILDS = [pytest.param(n, id=runtimes.TEST_IDS[n]) for n in RUNTIMES if n.startswith("containerd-")]
+
+
+def containerd_binary(name):
+    """(the containerd binary of that build, its config version): 2 for 1.x, 3 for 2.x."""
+    line = name[len("containerd-"):]
+    bin_dir = runtimes.containerd_bin_dir(line)
+    return os.path.join(bin_dir, "containerd") if bin_dir else "containerd", 3 if line.startswith("2") else 2
+
+
+def dumped(binary, path, version):
+    """root, state, snapshotter and sandbox_image as ``containerd --config path config dump`` shows them."""
+    out = subprocess.run([binary, "--config", path, "config", "dump"], capture_output=True, text=True, check=True).stdout
+    data = tomllib.loads(out)
+    if version == 3:
+        images = data["plugins"]["io.containerd.cri.v1.images"]
+        return dict(root=data["root"], state=data["state"], snapshotter=images["snapshotter"], sandbox_image=images["pinned_images"]["sandbox"])
+    cri = data["plugins"]["io.containerd.grpc.v1.cri"]
+    return dict(root=data["root"], state=data["state"], snapshotter=cri["containerd"]["snapshotter"], sandbox_image=cri["sandbox_image"])
+
+
+def import_tree(tmp_path, version):
+    """A main config.toml importing conf.d/*.toml (absolute glob: containerd 1.6 globs relative to its working
+    directory) and extra.toml, which imports sub/nested.toml; returns (main, {name: path})."""
+    conf, sub = tmp_path / "conf.d", tmp_path / "sub"
+    conf.mkdir()
+    sub.mkdir()
+    if version == 3:
+        main = (
+            "version = 3\nroot = '%s/main-root'\nstate = '%s/main-state'\nimports = ['%s/*.toml', 'extra.toml']\n\n"
+            "[plugins.'io.containerd.cri.v1.images']\n  snapshotter = 'native'\n"
+            "  [plugins.'io.containerd.cri.v1.images'.pinned_images]\n    sandbox = 'registry.k8s.io/pause:3.10'\n" % (tmp_path, tmp_path, conf)
+        )
+        # 2.x merges tables key by key: the sandbox of the main file stays, the nested import's snapshotter wins
+        a = "version = 3\nroot = '%s/a-root'\n[plugins.'io.containerd.cri.v1.images']\n  max_concurrent_downloads = 5\n" % tmp_path
+        nested = "version = 3\nstate = '%s/nested-state'\n[plugins.'io.containerd.cri.v1.images']\n  snapshotter = 'btrfs'\n" % tmp_path
+    else:
+        main = (
+            'version = 2\nroot = "%s/main-root"\nstate = "%s/main-state"\nimports = ["%s/*.toml", "extra.toml"]\n\n'
+            '[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "registry.k8s.io/pause:3.10"\n'
+            '  [plugins."io.containerd.grpc.v1.cri".containerd]\n    snapshotter = "native"\n' % (tmp_path, tmp_path, conf)
+        )
+        # 1.x: a registry drop-in replaces the main file's whole CRI table, sandbox_image and snapshotter included
+        a = 'version = 2\nroot = "%s/a-root"\n[plugins."io.containerd.grpc.v1.cri".registry]\n  config_path = "/etc/containerd/certs.d"\n' % tmp_path
+        nested = 'version = 2\nstate = "%s/nested-state"\n' % tmp_path
+    files = dict(
+        main=write(tmp_path / "config.toml", main),
+        a=write(conf / "10-a.toml", a),
+        extra=write(tmp_path / "extra.toml", "imports = ['sub/nested.toml']\n"),
+        nested=write(sub / "nested.toml", nested),
+    )
+    return files["main"], files
+
+
+@pytest.mark.parametrize("name", CONTAINERD_BUILDS)
+def test_effective_values_are_containerds_own_merge_of_the_imports(ansible, tmp_path, name):
+    binary, version = containerd_binary(name)
+    main, files = import_tree(tmp_path, version)
+    res = ok(run(ansible, {"runtime": "containerd", "path": main}))
+    theirs = dumped(binary, main, version)
+    current = {k: v for k, v in res["current"].items() if k != "config_version"}
+    assert current["root"] == theirs["root"] == "%s/a-root" % tmp_path
+    assert current["state"] == theirs["state"] == "%s/nested-state" % tmp_path
+    assert current["snapshotter"] == theirs["snapshotter"] == ("btrfs" if version == 3 else "overlayfs")
+    if version == 3:
+        assert current["sandbox_image"] == theirs["sandbox_image"] == "registry.k8s.io/pause:3.10"
+    else:  # the runtime's default, which depends on its version: the module says null
+        empty = write(tmp_path / "empty.toml", "version = 2\n")
+        assert current["sandbox_image"] is None and theirs["sandbox_image"] == dumped(binary, empty, 2)["sandbox_image"] != "registry.k8s.io/pause:3.10"
+    overridden = ["root", "state", "snapshotter"] + ([] if version == 3 else ["sandbox_image"])
+    assert codes(res) == ["import_overrides"] * len(overridden)
+    sources = dict(root=files["a"], state=files["nested"], snapshotter=files["nested" if version == 3 else "a"], sandbox_image=files["a"])
+    assert sorted(f["message"].split(" ")[2] for f in res["findings"]) == sorted(sources[k] for k in overridden)
+    assert {f["severity"] for f in res["findings"]} == {"warning"}
+    assert res["changed"] is False and res["files"] == []
+
+
+@pytest.mark.parametrize("name", CONTAINERD_BUILDS)
+def test_a_setting_an_import_overrides_is_refused_and_nothing_changes(ansible, tmp_path, name):
+    binary, version = containerd_binary(name)
+    main, files = import_tree(tmp_path, version)
+    before = state(*files.values())
+    res = run(ansible, {"runtime": "containerd", "path": main, "settings": {"root": "/srv/containerd"}})
+    assert one_sentence_failure(res) == (
+        "The import %s sets root = '%s/a-root', which overrides the settings.root '/srv/containerd' for %s (imports win over the main file); "
+        "nothing was changed, edit or remove that import first." % (files["a"], tmp_path, main)
+    )
+    assert state(*files.values()) == before and res.get("changed") is False
+    if version == 2:  # the import's CRI table hides the main file's sandbox_image from containerd 1.x
+        res = run(ansible, {"runtime": "containerd", "path": main, "settings": {"sandbox_image": "registry.k8s.io/pause:3.9"}})
+        assert "replaces the whole [plugins.'io.containerd.grpc.v1.cri'] table without sandbox_image" in one_sentence_failure(res)
+        assert state(*files.values()) == before
+    else:  # a key no import sets is edited in the main file, and containerd agrees
+        res = ok(run(ansible, {"runtime": "containerd", "path": main, "settings": {"sandbox_image": "registry.k8s.io/pause:3.9"}}))
+        assert res["files"] == [main] and res["current"]["sandbox_image"] == dumped(binary, main, 3)["sandbox_image"] == "registry.k8s.io/pause:3.9"
+        assert state(files["a"], files["extra"], files["nested"]) == {k: v for k, v in before.items() if k != main}
+    # a broken or missing import: one sentence naming it, nothing written
+    before = state(*files.values())
+    write(tmp_path / "sub" / "nested.toml", "[plugins\n")
+    res = run(ansible, {"runtime": "containerd", "path": main, "settings": {"sandbox_image": "registry.k8s.io/pause:3.8"}})
+    assert re.match(r"^%s is not valid TOML at line 1, column \d+: .+\.$" % re.escape(files["nested"]), one_sentence_failure(res)), res["msg"]
+    os.unlink(files["nested"])
+    res = run(ansible, {"runtime": "containerd", "path": main})
+    assert one_sentence_failure(res) == (
+        "%s imports %s, which does not exist, so containerd would not start; create it or remove the import." % (files["extra"], files["nested"])
+    )
+    assert state(main, files["a"], files["extra"]) == {k: v for k, v in before.items() if k != files["nested"]}

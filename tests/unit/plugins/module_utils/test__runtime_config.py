@@ -52,8 +52,8 @@ root = '/var/lib/containerd'
 """
 
 
-def containerd(text, settings=None, path=P):
-    return rc.plan_containerd(text, path, settings)
+def containerd(text, settings=None, path=P, imports=()):
+    return rc.plan_containerd(text, path, settings, imports)
 
 
 # -- reading ---------------------------------------------------------------------
@@ -505,3 +505,131 @@ def test_detect_runtime_prefers_the_running_runtime_and_can_be_lenient():
 def test_sort_findings():
     findings = [rc.finding("info", "a", "x"), rc.finding("warning", "z", "y"), rc.finding("warning", "b", "z")]
     assert [f["code"] for f in _findings.sort_findings(findings)] == ["b", "z", "a"]
+
+
+# -- containerd imports --------------------------------------------------------------
+
+
+def fake_fs(files):
+    """read_text and a glob (sorted fnmatch over the paths) over ``files`` (path -> text)."""
+    import fnmatch
+
+    return files.get, lambda pattern: sorted(p for p in files if fnmatch.fnmatchcase(p, pattern))
+
+
+def load(files, path=P):
+    read, glob = fake_fs(files)
+    return rc.load_containerd_imports(path, rc.parse(files[path], path).unwrap(), read, glob)
+
+
+def test_imports_are_loaded_breadth_first_once_each_relative_to_the_importer():
+    files = {
+        P: 'version = 2\nimports = ["b.toml", "conf.d/*.toml", "/etc/containerd/b.toml"]\n',
+        "/etc/containerd/b.toml": 'imports = ["../other/nested.toml"]\n',
+        "/etc/containerd/conf.d/20-x.toml": 'imports = ["/etc/containerd/config.toml"]\n',  # a loop: loaded once
+        "/etc/containerd/conf.d/10-y.toml": "",
+        "/etc/containerd/conf.d/.hidden.toml": "",  # Go's '*' matches dot files
+        "/etc/other/nested.toml": "",
+    }
+    assert [p for p, data in load(files)] == [
+        "/etc/containerd/b.toml",
+        "/etc/containerd/conf.d/.hidden.toml",
+        "/etc/containerd/conf.d/10-y.toml",
+        "/etc/containerd/conf.d/20-x.toml",
+        "/etc/other/nested.toml",
+    ]
+    assert rc.resolve_import(P, "./d/../x.toml") == ("/etc/containerd/x.toml", False)
+    assert rc.resolve_import(P, "/abs/*.toml") == ("/abs/*.toml", True)
+
+
+def test_a_glob_matching_nothing_adds_nothing_but_a_missing_file_fails():
+    assert load({P: 'version = 2\nimports = ["/none/*.toml"]\n'}) == []
+    with pytest.raises(rc.ConfigError, match=r"^/etc/containerd/config.toml imports /etc/containerd/gone.toml, which does not exist, so containerd "
+                       r"would not start; create it or remove the import\.$"):
+        load({P: 'version = 2\nimports = ["gone.toml"]\n'})
+
+
+def test_bad_imports_fail_naming_the_file():
+    with pytest.raises(rc.ConfigError, match=r"^/etc/containerd/bad.toml is not valid TOML at line 1"):
+        load({P: 'version = 2\nimports = ["bad.toml"]\n', "/etc/containerd/bad.toml": "[plugins\n"})
+    with pytest.raises(rc.ConfigError, match=r"^/etc/containerd/config.toml has imports = 'x.toml'; containerd needs a list of file paths there\.$"):
+        load({P: 'version = 2\nimports = "x.toml"\n'})
+
+
+V2_MAIN = """version = 2
+root = "/main/root"
+state = "/main/state"
+imports = ["conf.d/*.toml"]
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.10"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "native"
+"""
+MIRRORS = "/etc/containerd/conf.d/50-mirrors.toml"
+
+
+def test_v2_an_imported_plugin_table_replaces_the_main_files_whole():
+    files = {
+        P: V2_MAIN,
+        MIRRORS: 'version = 2\nroot = ""\n[plugins."io.containerd.grpc.v1.cri".registry]\n  config_path = "/etc/containerd/certs.d"\n',
+    }
+    plan = containerd(V2_MAIN, imports=load(files))
+    # containerd 1.x: the import's CRI table replaces the main file's, so both keys fall back to the defaults; an empty root does not override
+    assert plan["current"] == dict(root="/main/root", state="/main/state", snapshotter="overlayfs", sandbox_image=None, config_version=2)
+    assert [f["code"] for f in plan["findings"]] == ["import_overrides", "import_overrides"]
+    assert plan["findings"][1]["message"] == (
+        "The import /etc/containerd/conf.d/50-mirrors.toml replaces the whole [plugins.'io.containerd.grpc.v1.cri'] table without sandbox_image "
+        "(containerd 1.x does not merge plugin tables of imports), which overrides the sandbox_image 'registry.k8s.io/pause:3.10' set in "
+        "/etc/containerd/config.toml (containerd uses its default)."
+    )
+    with pytest.raises(rc.ConfigError, match=r"^The import /etc/containerd/conf.d/50-mirrors.toml replaces the whole .* which overrides the "
+                       r"settings.snapshotter 'zfs' for /etc/containerd/config.toml \(containerd uses 'overlayfs'\); nothing was changed, "
+                       r"edit or remove that import first\.$"):
+        containerd(V2_MAIN, {"snapshotter": "zfs"}, imports=load(files))
+    # keys the import does not touch are still edited in the main file
+    plan = containerd(V2_MAIN, {"state": "/srv/state"}, imports=load(files))
+    assert 'state = "/srv/state"' in plan["after"] and plan["current"]["state"] == "/srv/state"
+
+
+V3_MAIN = """version = 3
+root = '/main/root'
+imports = ['/etc/containerd/conf.d/*.toml']
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'native'
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = 'registry.k8s.io/pause:3.10'
+"""
+
+
+def test_v3_imports_merge_key_by_key_and_the_last_wins():
+    files = {
+        P: V3_MAIN,
+        "/etc/containerd/conf.d/10-a.toml": "version = 3\nroot = '/a'\n[plugins.'io.containerd.cri.v1.images']\n  snapshotter = 'zfs'\n",
+        "/etc/containerd/conf.d/20-b.toml": "[plugins.'io.containerd.cri.v1.images']\n  snapshotter = 'btrfs'\n",
+    }
+    plan = containerd(V3_MAIN, imports=load(files))
+    assert plan["current"] == dict(root="/a", state="/run/containerd", snapshotter="btrfs", sandbox_image="registry.k8s.io/pause:3.10", config_version=3)
+    assert [f["message"] for f in plan["findings"]] == [
+        "The import /etc/containerd/conf.d/10-a.toml sets root = '/a', which overrides the root '/main/root' set in /etc/containerd/config.toml "
+        "(imports win over the main file).",
+        "The import /etc/containerd/conf.d/20-b.toml sets [plugins.'io.containerd.cri.v1.images'] snapshotter = 'btrfs', which overrides the "
+        "snapshotter 'native' set in /etc/containerd/config.toml (imports win over the main file).",
+    ]
+    # a request the imports already satisfy is no conflict; one they contradict is refused
+    satisfied = {"snapshotter": "btrfs", "sandbox_image": "registry.k8s.io/pause:3.10"}
+    assert containerd(V3_MAIN, satisfied, imports=load(files))["current"]["snapshotter"] == "btrfs"
+    with pytest.raises(rc.ConfigError, match=r"^The import /etc/containerd/conf.d/20-b.toml sets .* snapshotter = 'btrfs', which overrides the "
+                       r"settings.snapshotter 'overlayfs' for /etc/containerd/config.toml \(imports win over the main file\); nothing was changed"):
+        containerd(V3_MAIN, {"snapshotter": "overlayfs"}, imports=load(files))
+
+
+def test_go_glob_matches_as_containerd_does(tmp_path):
+    from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config import go_glob
+
+    for name in ("b.toml", "a.toml", ".c.toml", "d.conf"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "sub1").mkdir()
+    (tmp_path / "sub1" / "x.toml").write_text("")
+    assert go_glob(str(tmp_path / "*.toml")) == [str(tmp_path / n) for n in (".c.toml", "a.toml", "b.toml")]
+    assert go_glob(str(tmp_path / "sub*" / "*.toml")) == [str(tmp_path / "sub1" / "x.toml")]
+    assert go_glob(str(tmp_path / "none" / "*.toml")) == []
