@@ -63,6 +63,9 @@ def options(params):
         raise OptionError("parallelism must be 1 or more, got %d." % opts["parallelism"])
     if opts["ledger_path"] and not os.path.isabs(opts["ledger_path"]):
         raise OptionError("ledger_path must be an absolute path, got %r." % opts["ledger_path"])
+    if opts["ledger_path"] and "image_manager" in os.path.realpath(opts["ledger_path"]).split(os.sep):
+        raise OptionError("ledger_path %s is in the kubelet's image_manager directory (pulled-image credential records), which is never touched."
+                          % opts["ledger_path"])
     if not (math.isfinite(opts["lock_timeout"]) and opts["lock_timeout"] >= 0):
         raise OptionError("lock_timeout must be a finite number of seconds, 0 or more, got %s." % opts["lock_timeout"])
     try:
