@@ -84,7 +84,8 @@ def _split(value):
 
 def flag_overrides(flags):
     """The module's ``flag_overrides``: flags for supported keys and the deprecated container-GC flags."""
-    return [dict(f, key=FLAG_KEYS.get(f["flag"]), deprecated=f["flag"] in DEPRECATED_FLAGS) for f in flags if f["flag"] != CONFIG_FLAG and f["flag"] not in INFO_FLAGS]
+    return [dict(f, key=FLAG_KEYS.get(f["flag"]), deprecated=f["flag"] in DEPRECATED_FLAGS) for f in flags
+            if f["flag"] != CONFIG_FLAG and f["flag"] not in INFO_FLAGS]
 
 
 def info_flags(flags, flag):
