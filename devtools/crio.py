@@ -223,6 +223,10 @@ class EmbeddedCrio(EmbeddedRuntime):
         # wants the name the user gave (for signature policies) as the kubelet sends it
         return {"image": _qualified(image), "user_specified_image": _qualified(image)}
 
+    def volume_image(self, image):
+        # cri-o verifies the signature policy of a mounted image against the name the user gave
+        return {"image": self.image_id_of(_qualified(image)), "user_specified_image": _qualified(image)}
+
     def load_archive(self, path, specs):
         dest = "containers-storage:[%s@%s+%s]" % (DRIVER, self.store, self.runroot)
 

@@ -332,6 +332,18 @@ class EmbeddedRuntime:
         """The ImageSpec a container of this runtime is created with."""
         return {"image": image}
 
+    def volume_image(self, image):
+        """The ImageSpec of an image volume mount, as the kubelet sends it: the image's id (its PullImage image_ref)."""
+        return {"image": self.image_id_of(image)}
+
+    def image_id_of(self, image):
+        """The id of an image the runtime holds, by tag (short names normalised)."""
+        want = normalize_image_ref(image)
+        for img in self.client.list_images():
+            if want in (normalize_image_ref(t) for t in img.repo_tags):
+                return img.id
+        raise RuntimeError("the runtime holds no image %s" % image)
+
     def pod_config(self, name, namespace="default", uid=None, attempt=0):
         uid = uid or "uid-%s-%s" % (namespace, name)
         return {
@@ -347,8 +359,10 @@ class EmbeddedRuntime:
         os.makedirs(self.host_path(config["log_directory"]), exist_ok=True)
         return self.client.run_pod_sandbox(config), config
 
-    def add_container(self, sandbox, name, image, state="running", attempt=0, command=None, link_dir=None):
+    def add_container(self, sandbox, name, image, state="running", attempt=0, command=None, link_dir=None, image_volumes=()):
         """Create a container in a pod and bring it to ``state`` (running, exited or created); return its id.
+
+        ``image_volumes``: images (tags) mounted read-only as volumes at /volumes/0, /volumes/1, ... (KEP-4639).
 
         With ``link_dir``, also make the kubelet's legacy symlink <pod>_<ns>_<name>-<id>.log to its log file there."""
         sandbox_id, pod = sandbox
@@ -367,6 +381,9 @@ class EmbeddedRuntime:
             },
             "linux": {"security_context": {"namespace_options": self.namespace_options()}},
         }
+        if image_volumes:
+            config["mounts"] = [{"container_path": "/volumes/%d" % n, "image": self.volume_image(ref), "readonly": True}
+                                for n, ref in enumerate(image_volumes)]
         os.makedirs(self.host_path(os.path.join(pod["log_directory"], name)), exist_ok=True)
         cid = self.client.create_container(sandbox_id, config, pod)
         if state in ("running", "exited"):

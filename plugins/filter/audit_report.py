@@ -118,6 +118,23 @@ def _count_list(result, key):
     return len(value) if isinstance(value, list) else None
 
 
+CREDENTIAL_RECORDS_GATE = "KubeletEnsureSecretPulledImages"
+
+
+def _credential_records(kubelet, found):
+    """The kubelet's pulled-image credential records (KEP-2535): the feature gate as the node sets it, and how many
+    records ``<root_dir>/image_manager/pulled`` holds (the playbook's read-only ``find``; null when unknown)."""
+    kubelet = kubelet if isinstance(kubelet, Mapping) else {}
+    gates = kubelet.get("feature_gates")
+    gate = gates.get(CREDENTIAL_RECORDS_GATE) if isinstance(gates, Mapping) else None
+    root = _text(kubelet.get("root_dir")) or None
+    pulled = None
+    if isinstance(found, Mapping) and not found.get("failed") and not found.get("skipped") and isinstance(found.get("files"), list):
+        pulled = len(found["files"])
+    return dict(feature_gate=gate if isinstance(gate, bool) else None, directory=None if root is None else root.rstrip("/") + "/image_manager",
+                pulled_records=pulled)
+
+
 def _node(node):
     error = _text(node.get("error")) or None
     results, parts_failed, findings = {}, {}, []
@@ -189,6 +206,7 @@ def _node(node):
         drift=_drift(node.get("drift")),
         parts_failed=parts_failed,
         metrics_file=_text(node.get("metrics_file")) or None,
+        credential_records=_credential_records(results["kubelet_config"], node.get("credential_records")),
     )
 
 

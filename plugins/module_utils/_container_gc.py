@@ -31,6 +31,8 @@ from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import read_containers, read_node
 
 KEPT_KEYS = ("running", "too_young", "within_limits", "sandbox_ready", "sandbox_in_use", "sandbox_newest")
+# <kubelet root>/image_manager: the kubelet's pulled-image credential records (KEP-2535); nothing in or above it is removed
+CREDENTIAL_RECORDS_DIR = "image_manager"
 RESULT_KEYS = ("removed_containers", "removed_sandboxes", "removed_log_paths", "kept", "errors", "already_removed")
 
 
@@ -45,6 +47,9 @@ def options(params):
     for name in ("pod_logs_dir", "container_logs_dir"):
         if params.get(name) and os.path.exists(params[name]) and not os.path.isdir(params[name]):
             raise OptionError("%s %s exists but is not a directory." % (name, params[name]))
+        if params.get(name) and CREDENTIAL_RECORDS_DIR in os.path.realpath(params[name]).split(os.sep):
+            raise OptionError("%s %s is in the kubelet's %s directory (pulled-image credential records), which is never touched." % (
+                name, params[name], CREDENTIAL_RECORDS_DIR))
     if not (math.isfinite(params["lock_timeout"]) and params["lock_timeout"] >= 0):
         raise OptionError("lock_timeout must be a finite number of seconds, 0 or more, got %s." % params["lock_timeout"])
     if params["parallelism"] < 1:
@@ -211,7 +216,22 @@ def _finish(result, kept, containers, sandboxes, warnings, stopped=False):
     return result
 
 
+def _holds_credential_records(path, tree):
+    """True when ``path`` is in a kubelet image_manager directory or (a tree) holds one."""
+    if CREDENTIAL_RECORDS_DIR in os.path.realpath(path).split(os.sep):
+        return True
+    if tree and not os.path.islink(path):
+        for _root, dirs, _files in os.walk(path):
+            if CREDENTIAL_RECORDS_DIR in dirs:
+                return True
+    return False
+
+
 def _remove_path(path, result, tree=False):
+    if _holds_credential_records(path, tree):
+        result["errors"].append({"id": path, "msg": "Refused to remove %s: it is or holds a kubelet %s directory (pulled-image credential "
+                                                    "records), which this collection never touches." % (path, CREDENTIAL_RECORDS_DIR)})
+        return False
     try:
         if tree:
             shutil.rmtree(path)

@@ -30,6 +30,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
     image_filesystem,
     image_users,
     read_containers,
+    read_image_mounts,
     read_node,
     rfc3339,
     statvfs_usage,
@@ -62,6 +63,9 @@ def options(params):
         raise OptionError("parallelism must be 1 or more, got %d." % opts["parallelism"])
     if opts["ledger_path"] and not os.path.isabs(opts["ledger_path"]):
         raise OptionError("ledger_path must be an absolute path, got %r." % opts["ledger_path"])
+    if opts["ledger_path"] and "image_manager" in os.path.realpath(opts["ledger_path"]).split(os.sep):
+        raise OptionError("ledger_path %s is in the kubelet's image_manager directory (pulled-image credential records), which is never touched."
+                          % opts["ledger_path"])
     if not (math.isfinite(opts["lock_timeout"]) and opts["lock_timeout"] >= 0):
         raise OptionError("lock_timeout must be a finite number of seconds, 0 or more, got %s." % opts["lock_timeout"])
     try:
@@ -110,7 +114,8 @@ class _State:
     """What one run read and decided: the node's images and image filesystem, the ledger and the plan."""
 
     def __init__(self, client, opts, now):
-        node = read_node(client, ("runtime", "imagefs", "images"))
+        node = read_node(client, ("runtime", "imagefs", "images"), image_volumes=True)
+        self.image_mounts = node["image_mounts"]  # None where the runtime has no image volumes
         fs = image_filesystem(node["imagefs"])
         if fs is None:
             raise GcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint)
@@ -191,7 +196,7 @@ def _predict(result, state, opts):
 def _remove(result, state, opts, client, statvfs):
     """The removals: age pass, then prune or the threshold pass; then what was freed, what was kept, the ledger."""
     plan, capacity = state.plan, state.capacity
-    executor = _Executor(client, opts, result)
+    executor = _Executor(client, opts, result, getattr(state, "image_mounts", None))
     executor.remove(plan.age, "age")
     if result["errors"]:
         # freeOldImages' error ends GarbageCollect before the threshold pass
@@ -285,8 +290,9 @@ def _entry(img, reason):
 class _Executor:
     """Removes images in concurrent batches, re-listing containers before each batch."""
 
-    def __init__(self, client, opts, result):
+    def __init__(self, client, opts, result, image_mounts=None):
         self.client = client
+        self.image_mounts = image_mounts  # {container id: mounted image refs} already read, or None: no image volumes
         self.parallelism = max(1, opts["parallelism"])
         self.result = result
         self.raced = []
@@ -297,6 +303,9 @@ class _Executor:
     def _still_unused(self, batch):
         """Drop images a container started using since the plan (race with the kubelet)."""
         containers = read_containers(self.client, [])
+        if self.image_mounts is not None:
+            # mounts are fixed at creation: only containers created since the last look need a ContainerStatus
+            read_image_mounts(self.client, containers, self.image_mounts)
         users = image_users(batch, containers)
         keep = [i for i in batch if i["id"] not in users]
         self.raced.extend(i for i in batch if i["id"] in users)

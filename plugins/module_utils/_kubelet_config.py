@@ -20,9 +20,17 @@ from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config
 from ansible_collections.kubenode.gc.plugins.module_utils._common import require_library
 from ansible_collections.kubenode.gc.plugins.module_utils._config_io import file_mode, unified_diff_dict
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
-from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_flags import config_flag, flag_overrides, parse_flag_files
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_flags import (
+    FEATURE_GATES_FLAG,
+    ROOT_DIR_FLAG,
+    config_flag,
+    flag_overrides,
+    info_flags,
+    parse_flag_files,
+)
 from ansible_collections.kubenode.gc.plugins.module_utils._yaml_edit import HAS_RUAMEL, RUAMEL_IMPORT_ERROR
 
+DEFAULT_ROOT_DIR = "/var/lib/kubelet"
 DEFAULT_PATHS = ("/var/lib/kubelet/config.yaml", "/etc/kubernetes/kubelet/kubelet-config.json", "/etc/kubernetes/kubelet-config.yaml")
 RESULT_KEYS = ("changed", "format", "created", "config", "effective", "flag_overrides", "changes", "findings")
 
@@ -61,6 +69,9 @@ def run(files, opts, check_mode=False):
     planned = policy.plan(path, files.read_text(path), settings=opts["settings"], content=opts["content"], overrides=flag_overrides(flags))
     result = {k: planned[k] for k in RESULT_KEYS}
     result["path"] = path
+    result["feature_gates"] = policy.feature_gates(planned["config"], info_flags(flags, FEATURE_GATES_FLAG))
+    root_dirs = info_flags(flags, ROOT_DIR_FLAG)
+    result["root_dir"] = root_dirs[-1] if root_dirs else DEFAULT_ROOT_DIR
     if planned["changed"] and not check_mode:
         backup_file = files.write_text(path, planned["after"], backup=opts["backup"], validate=opts["validate"], mode=opts["mode"])
         if backup_file:

@@ -137,6 +137,29 @@ def same(kind, current, wanted):
 # ---------------------------------------------------------------------------------------------- effective configuration
 
 
+GO_BOOLS = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
+            "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
+
+
+def feature_gates(cfg, flag_values=()):
+    """The feature gates the kubelet runs with, as far as the node says: ``featureGates`` of the config file, then each
+    ``--feature-gates`` flag value (``A=true,B=false``; a flag wins per gate, as the kubelet applies flags last).
+
+    Returns ``{gate: bool}``; values that are not booleans (strconv.ParseBool) are left out. A gate not in
+    the result has the default of the kubelet's version."""
+    gates = {}
+    file_gates = cfg.get("featureGates") if isinstance(cfg, dict) else None
+    for name, value in (file_gates.items() if isinstance(file_gates, dict) else ()):
+        if isinstance(value, bool):
+            gates[str(name)] = value
+    for text in flag_values:
+        for pair in filter(None, (p.strip() for p in str(text).split(","))):
+            name, _sep, value = pair.partition("=")
+            if name.strip() and value.strip() in GO_BOOLS:
+                gates[name.strip()] = GO_BOOLS[value.strip()]
+    return dict(sorted(gates.items()))
+
+
 def effective(cfg, overrides=()):
     """What the kubelet uses: its defaults, the file mapping ``cfg``, then flags (which win, as in the kubelet).
 

@@ -37,6 +37,10 @@ FLAG_KEYS = {
 }
 DEPRECATED_FLAGS = ("--minimum-container-ttl-duration", "--maximum-dead-containers-per-container", "--maximum-dead-containers")
 CONFIG_FLAG = "--config"
+# flags read for information only (never in flag_overrides): the feature gates and the kubelet's root directory
+FEATURE_GATES_FLAG = "--feature-gates"
+ROOT_DIR_FLAG = "--root-dir"
+INFO_FLAGS = (FEATURE_GATES_FLAG, ROOT_DIR_FLAG)
 
 
 def parse_flag_files(files):
@@ -46,7 +50,7 @@ def parse_flag_files(files):
     ``NAME="--a=b --c d"`` lines; systemd units and drop-ins hold ``Environment=`` and ``ExecStart=`` lines.
     """
     found = []
-    known = set(FLAG_KEYS) | set(DEPRECATED_FLAGS) | {CONFIG_FLAG}
+    known = set(FLAG_KEYS) | set(DEPRECATED_FLAGS) | {CONFIG_FLAG} | set(INFO_FLAGS)
     for path, text in files:
         unit = re.search(r"^[ \t]*\[[A-Za-z]+\][ \t]*$", text, re.M) is not None
         tokens = []
@@ -80,7 +84,13 @@ def _split(value):
 
 def flag_overrides(flags):
     """The module's ``flag_overrides``: flags for supported keys and the deprecated container-GC flags."""
-    return [dict(f, key=FLAG_KEYS.get(f["flag"]), deprecated=f["flag"] in DEPRECATED_FLAGS) for f in flags if f["flag"] != CONFIG_FLAG]
+    return [dict(f, key=FLAG_KEYS.get(f["flag"]), deprecated=f["flag"] in DEPRECATED_FLAGS) for f in flags
+            if f["flag"] != CONFIG_FLAG and f["flag"] not in INFO_FLAGS]
+
+
+def info_flags(flags, flag):
+    """The values of an information-only flag (INFO_FLAGS), in order."""
+    return [f["value"] for f in flags if f["flag"] == flag]
 
 
 def config_flag(flags):

@@ -7,10 +7,10 @@
 
 """One read of a node through the CRI: runtime, image filesystems, images, containers, sandboxes.
 
-Every list is read with one RPC (no per-object status calls).  The "is this
-image in use" matching lives here, once: a container uses an image when its
-``image_id``, ``image_ref`` or image spec names the image's id, one of its
-tags or one of its repo digests.
+Every list is read with one RPC (no per-object status calls, except ContainerStatus for image
+volumes when asked, see ``read_image_mounts``).  The "is this image in use" matching lives here,
+once: a container uses an image when its ``image_id``, ``image_ref`` or image spec names the
+image's id, one of its tags or one of its repo digests, or when it mounts the image as a volume.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import os
 import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _sandbox_image
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import normalize_image_ref
 
 CONTAINER_STATES = {0: "created", 1: "running", 2: "exited", 3: "unknown"}
@@ -28,6 +29,12 @@ GATHER_CHOICES = ("runtime", "imagefs", "images", "containers", "sandboxes")
 POD_UID_LABEL = "io.kubernetes.pod.uid"
 POD_NAME_LABEL = "io.kubernetes.pod.name"
 POD_NAMESPACE_LABEL = "io.kubernetes.pod.namespace"
+
+# ContainerStatus calls in flight at once when reading image volume mounts
+STATUS_CONCURRENCY = 32
+# runtimes that cannot mount an image as a volume (KEP-4639): {runtime name: first version that can}
+IMAGE_VOLUMES_SINCE = {"containerd": (2, 1), "cri-o": (1, 31)}
+IMAGE_VOLUMES_NEVER = ("docker",)
 
 
 def rfc3339(ns):
@@ -89,11 +96,69 @@ def image_users(images, containers):
     users = {}
     for c in containers:
         found = set()
-        for ref in (c["image_id"], c["image_ref"], c["image"]):
+        for ref in (c["image_id"], c["image_ref"], c["image"]) + tuple(c.get("image_mounts", ())):
             found |= index.resolve(ref)
         for image_id in found:
             users.setdefault(image_id, []).append(c["id"])
     return {k: sorted(v) for k, v in users.items()}
+
+
+def _version_tuple(text):
+    parts = []
+    for part in (text or "").lstrip("v").split("."):
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        parts.append(int(digits))
+        if digits != part:
+            break
+    return tuple(parts)
+
+
+def supports_image_volumes(runtime):
+    """Whether a runtime (the ``read_runtime`` record) can mount images as volumes (KEP-4639).
+
+    containerd 2.1+ and cri-o 1.31+ can; older containerd rejects such a container at creation, and
+    cri-dockerd (runtime name ``docker``) has no image volumes. Any other runtime, or a version that
+    does not parse, is assumed to support them: asking costs RPCs, not asking could lose an image."""
+    name = (runtime or {}).get("name") or ""
+    if name in IMAGE_VOLUMES_NEVER:
+        return False
+    since = IMAGE_VOLUMES_SINCE.get(name)
+    if since is None:
+        return True
+    version = _version_tuple(runtime.get("version"))
+    return not version or version >= since
+
+
+def read_image_mounts(client, containers, known=None):
+    """Set ``image_mounts`` (the image references of its image volume mounts) on every container record.
+
+    ListContainers does not carry mounts, so this makes one ContainerStatus call per container not in
+    ``known`` ({container id: image references}, updated in place; a container's mounts never change
+    once it is created), at most STATUS_CONCURRENCY in flight. A container gone since the list
+    (NOT_FOUND) mounts nothing; any other failure raises the CriError."""
+    known = {} if known is None else known
+    todo = [c for c in containers if c["id"] not in known]
+    for start in range(0, len(todo), STATUS_CONCURRENCY):
+        chunk = todo[start : start + STATUS_CONCURRENCY]
+        futures = [(c, client.call_async("ContainerStatus", container_id=c["id"])) for c in chunk]
+        for c, fut in futures:
+            try:
+                status = fut.result().status
+            except KubenodeGcError as exc:
+                if getattr(exc, "code", None) == "NOT_FOUND":
+                    known[c["id"]] = []
+                    continue
+                raise
+            known[c["id"]] = [m.image.image for m in status.mounts if m.HasField("image") and m.image.image]
+    for c in containers:
+        c["image_mounts"] = list(known.get(c["id"], ()))
+    return known
 
 
 def read_runtime(client, sandboxes=None):
@@ -221,8 +286,12 @@ def read_containers(client, sandboxes):
     return containers
 
 
-def read_node(client, gather=GATHER_CHOICES):
-    """Read what ``gather`` asks for, with one RPC per list; returns a dict of internal records."""
+def read_node(client, gather=GATHER_CHOICES, image_volumes=False):
+    """Read what ``gather`` asks for, with one RPC per list; returns a dict of internal records.
+
+    With ``image_volumes`` and ``images`` gathered, on a runtime that supports image volumes, images
+    mounted as volumes count as used too (one ContainerStatus per container, see read_image_mounts;
+    ``node["image_mounts"]`` then holds what was read, else it is None)."""
     gather = set(gather)
     node = {}
     read = {}
@@ -241,6 +310,9 @@ def read_node(client, gather=GATHER_CHOICES):
         node["sandboxes"] = sandboxes()
         node["containers"] = read_containers(client, node["sandboxes"])
     if "images" in gather:
+        node["image_mounts"] = None
+        if image_volumes and supports_image_volumes(node["runtime"]):
+            node["image_mounts"] = read_image_mounts(client, node["containers"])
         images = read_images(client)
         users = image_users(images, node["containers"])
         sandbox_ids = ImageIndex(images).resolve(node["runtime"]["sandbox_image"])

@@ -46,6 +46,17 @@ description:
     since the plan is kept and reported (the kubelet has this race, kubernetes/kubernetes#123631). The window in which a
     new container could start using an image unnoticed is therefore one batch (at most O(parallelism) removals).
     The keep list has no kubelet equivalent (kubernetes/kubernetes#109936).
+  - Images mounted as volumes (KEP-4639, C(ContainerStatus.mounts[].image)) by any container in any state are in use
+    too (RV(kept) C(in_use)); containerd 2.x would remove them when asked, and the pod would break at its next restart.
+    ListContainers does not carry mounts, so on runtimes that can mount images (containerd 2.1+, cri-o 1.31+, and any
+    runtime not known to lack them; not containerd 1.x or cri-dockerd) the run makes one C(ContainerStatus) call per
+    container (at most 32 in flight at once), and before each batch one per container created since the last look (a
+    container's mounts never change). Cost per run - C(Version), C(Status), C(ImageFsInfo), C(ListPodSandbox) (where
+    the sandbox image is not in C(Status)), C(ListImages) once; C(ListContainers) once plus once per batch;
+    C(ContainerStatus) once per container where image volumes exist; one C(RemoveImage) per removal.
+  - The kubelet's pulled-image credential records (KEP-2535, C(<kubelet root>/image_manager/)) are never touched by any
+    module of this collection; the kubelet prunes stale records itself. Deleting them would open preloaded images to
+    every pod. The audit playbook reports their number and the C(KubeletEnsureSecretPulledImages) feature gate.
 author:
   - kubenode.gc contributors (@kubenode)
 extends_documentation_fragment:
@@ -270,7 +281,10 @@ errors:
   type: list
   elements: dict
 rpc_calls:
-  description: CRI calls made, per method. Lists are read once; containers once more before each batch of removals.
+  description:
+    - CRI calls made, per method. Lists are read once; containers once more before each batch of removals.
+    - C(ContainerStatus) once per container, and before each batch once per new container, on runtimes with image
+      volumes (see the notes in the description); absent elsewhere.
   returned: always
   type: dict
 """

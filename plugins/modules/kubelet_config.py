@@ -197,6 +197,26 @@ path:
   returned: always
   type: str
   sample: /var/lib/kubelet/config.yaml
+feature_gates:
+  description:
+    - The feature gates the node sets for the kubelet - C(featureGates) of the configuration file, then every
+      C(--feature-gates) flag in O(flag_files) (a flag wins per gate, as in the kubelet). Values that are not booleans are
+      left out.
+    - A gate that is not in it has the default of the kubelet's version (for example C(KubeletEnsureSecretPulledImages),
+      beta and on by default since Kubernetes 1.35).
+  returned: always
+  type: dict
+  sample: {"KubeletEnsureSecretPulledImages": true}
+  version_added: 0.1.0
+root_dir:
+  description:
+    - The kubelet's root directory - the last C(--root-dir) flag in O(flag_files), else V(/var/lib/kubelet). Its
+      C(image_manager/) subdirectory holds the kubelet's pulled-image credential records, which no module of this
+      collection ever touches.
+  returned: always
+  type: str
+  sample: /var/lib/kubelet
+  version_added: 0.1.0
 format:
   description: The file's format, V(yaml) or V(json).
   returned: always

@@ -467,6 +467,16 @@ def _bar(node):
                _clamp(th["high_percent"]), _pct(th["high_percent"]), e(th["source"])))
 
 
+def _credential_records(node):
+    cred = node.get("credential_records")
+    if not cred:
+        return ""
+    gate = cred["feature_gate"]
+    return "<br>Credential records (%s): %s pulled-image records; feature gate KubeletEnsureSecretPulledImages %s." % (
+        e(cred["directory"]), e(cred["pulled_records"]),
+        "unset (the kubelet version's default)" if gate is None else ("enabled" if gate else "disabled"))
+
+
 def _node_detail(node):
     fs, th, img, ct = node["imagefs"], node["thresholds"], node["images"], node["containers"]
     host = node["host"]
@@ -492,7 +502,7 @@ def _node_detail(node):
            e(img["total"]), e(img["in_use"]), e(img["reclaimable_policy"]["count"]), _bytes(img["reclaimable_policy"]["bytes"]),
            e(img["reclaimable_prune"]["count"]), _bytes(img["reclaimable_prune"]["bytes"]),
            e(ct["total"]), e(ct["reclaimable"]), e(ct["sandboxes"]),
-           "<br>Metrics: %s." % e(node["metrics_file"]) if node["metrics_file"] else ""))
+           ("<br>Metrics: %s." % e(node["metrics_file"]) if node["metrics_file"] else "") + _credential_records(node)))
     if node["parts_failed"]:
         out.append('<table class="parts"><thead><tr><th>Check</th><th>Did not complete</th></tr></thead><tbody>%s</tbody></table>'
                    % "".join("<tr><td>%s</td><td>%s</td></tr>" % (e(k), e(v)) for k, v in sorted(node["parts_failed"].items())))

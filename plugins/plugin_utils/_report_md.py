@@ -137,6 +137,10 @@ def render(report, history=None):
     return "\n".join(lines) + "\n"
 
 
+def _gate(value):
+    return "unset (the kubelet version's default)" if value is None else ("enabled" if value else "disabled")
+
+
 def _node_section(node):
     fs, th, img, ct = node["imagefs"], node["thresholds"], node["images"], node["containers"]
     out = ["", "## %s" % txt(node["host"]), ""]
@@ -164,6 +168,10 @@ def _node_section(node):
     ]
     if node["metrics_file"]:
         out.append("- Metrics: %s" % txt(node["metrics_file"]))
+    cred = node.get("credential_records")
+    if cred:
+        out.append("- Credential records (%s): %s pulled-image records; feature gate KubeletEnsureSecretPulledImages %s"
+                   % (txt(cred["directory"]), txt(cred["pulled_records"]), _gate(cred["feature_gate"])))
     if node["parts_failed"]:
         out += ["", "Checks that did not complete:", ""] + ["- %s: %s" % (k, txt(v)) for k, v in sorted(node["parts_failed"].items())]
     out.append("")

@@ -43,3 +43,11 @@ def rpc_calls(runtime, calls, pods):
         if pods:
             calls["PodSandboxStatus"] = 1
     return calls
+
+
+# Image volumes (KEP-4639, ContainerConfig.mounts[].image): True where the runtime mounts them and reports
+# them in ContainerStatus.mounts (containerd 2.1+, cri-o); containerd 1.6/1.7 reject such a container at
+# creation (they take the mount for a host path "" and fail "failed to mkdir"). Kept apart from Expect.
+IMAGE_VOLUMES = {"containerd-1.6": False, "containerd-1.7": False, "containerd-2": True, "crio": True}
+# What RemoveImage of an image mounted as a volume does: containerd 2.x removes it (no guard), cri-o refuses
+IMAGE_VOLUME_REMOVAL_REFUSED = {"containerd-2": False, "crio": True}

@@ -281,3 +281,52 @@ def test_empty_active_pod_uids_never_deletes_a_pod_with_a_running_container(ansi
     assert sandboxes_left(runtime) == {node["web"][0]}
     assert os.path.isdir(node["web"][1]["log_directory"]) and not os.path.exists(node["job"][1]["log_directory"])
     assert res["already_removed"] == [] and res["errors"] == []
+
+
+def _records(root):
+    """{relative path: bytes} of every file under a directory."""
+    out = {}
+    for base, _dirs, files in os.walk(root):
+        for name in files:
+            path = os.path.join(base, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, root)] = f.read()
+    return out
+
+
+@pytest.fixture
+def kubelet_root(tmp_path):
+    """A kubelet root with pulled-image credential records (KEP-2535) in image_manager/pulled and pulling."""
+    root = tmp_path / "kubelet"
+    for sub, name, body in (("pulled", "sha256-" + "a" * 64, b'{"kind":"ImagePulledRecord"}'),
+                            ("pulling", "sha256-" + "b" * 64, b'{"kind":"ImagePullIntent"}')):
+        (root / "image_manager" / sub).mkdir(parents=True)
+        (root / "image_manager" / sub / name).write_bytes(body)
+    (root / "default_gone_uid-gone").mkdir()  # looks like the log directory of a deleted pod
+    return root
+
+
+def test_credential_records_are_never_touched_even_by_a_hostile_config(ansible, runtime, links, node, kubelet_root, tmp_path):
+    before = _records(kubelet_root / "image_manager")
+    assert len(before) == 2
+    # a pod logs dir (or links dir) inside image_manager fails in one sentence and changes nothing
+    for name in ("pod_logs_dir", "container_logs_dir"):
+        res = cgc(ansible, runtime, links, active_pod_uids=["uid-web"], **{name: str(kubelet_root / "image_manager" / "pulled")})
+        assert res.get("failed") and "image_manager directory (pulled-image credential records)" in res["msg"]
+        assert res["changed"] is False
+    ids = set(containers_left(runtime))
+    # the kubelet root given as pod logs dir: every entry whose "uid" is not active is a deleted pod's log dir, image_manager too;
+    # the other one goes, image_manager is refused and the run fails saying so
+    res = cgc(ansible, runtime, links, pod_logs_dir=str(kubelet_root), active_pod_uids=["uid-web", "uid-job"], max_per_pod_container=-1)
+    assert res.get("failed") and "Refused to remove %s" % (kubelet_root / "image_manager") in res["msg"]
+    assert res["removed_log_paths"] == [str(kubelet_root / "default_gone_uid-gone")] and res["changed"] is True
+    assert set(containers_left(runtime)) == ids
+    # image_gc: no ledger inside image_manager, and a prune run leaves the records alone
+    res = ansible.module("kubenode.gc.image_gc", {"cri_endpoint": runtime.endpoint, "mode": "prune", "min_age": "0s",
+                                                  "ledger_path": str(kubelet_root / "image_manager" / "ledger.json")})
+    assert res.get("failed") and "is in the kubelet's image_manager directory" in res["msg"]
+    res = ansible.module("kubenode.gc.image_gc", {"cri_endpoint": runtime.endpoint, "mode": "prune", "min_age": "0s",
+                                                  "ledger_path": str(tmp_path / "ledger.json")})
+    assert not res.get("failed"), res.get("msg")
+    assert _records(kubelet_root / "image_manager") == before
+    assert sorted(os.listdir(kubelet_root / "image_manager")) == ["pulled", "pulling"]

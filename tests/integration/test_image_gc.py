@@ -13,7 +13,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._common import params_
 from ansible_collections.kubenode.gc.plugins.modules import image_gc
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient, CriError
 from devtools.images import ImageSpec
-from tests.integration.expectations import expect
+from tests.integration.expectations import IMAGE_VOLUME_REMOVAL_REFUSED, IMAGE_VOLUMES, expect
 
 MIB = 1 << 20
 
@@ -85,7 +85,9 @@ def test_prune_removes_only_unprotected_images_and_check_mode_predicts_it(ansibl
     # one read of each list, containers re-listed once per batch, never a per-image status call
     assert real["rpc_calls"]["ListImages"] == 1 and real["rpc_calls"]["ImageFsInfo"] == 1
     assert real["rpc_calls"]["ListContainers"] == 2 and real["rpc_calls"]["RemoveImage"] == 3
-    assert "ImageStatus" not in real["rpc_calls"] and "ContainerStatus" not in real["rpc_calls"]
+    assert "ImageStatus" not in real["rpc_calls"]
+    # image volumes: one ContainerStatus per container where the runtime has them, none elsewhere
+    assert real["rpc_calls"].get("ContainerStatus", 0) == (3 if IMAGE_VOLUMES[runtime.name] else 0)
 
     again = gc(ansible, runtime, interpreter=interpreter, mode="prune", keep_images=["registry.k8s.io/*"])
     assert again["changed"] is False and again["removed"] == []
@@ -461,3 +463,113 @@ def test_hostile_ledgers_fail_naming_the_file_or_warn_and_change_nothing(ansible
     res = gc(ansible, mixed, mode="prune", ledger_path="relative/ledger.json")
     assert res["failed"] is True and res["msg"] == "ledger_path must be an absolute path, got 'relative/ledger.json'."
     assert tags_left(mixed) == before
+
+
+VOLUMES = {"docker.io/library/vol-run:1", "docker.io/library/vol-exited:1", "docker.io/library/vol-created:1"}
+JUNK = {"docker.io/library/vjunk-a:1", "docker.io/library/vjunk-b:1"}
+
+
+@pytest.fixture
+def volumes(runtime):
+    """app:1 in a running, an exited and a created container, each mounting one vol-*:1 image as a volume
+    (KEP-4639) where the runtime supports image volumes; elsewhere the same containers without the mounts,
+    after proving that the runtime rejects them. Two unused vjunk-*:1 images besides."""
+    runtime.import_images(
+        [ImageSpec("app:1", size=MIB)]
+        + [ImageSpec(t.rsplit("/", 1)[1], size=MIB, share_base=False) for t in sorted(VOLUMES)]
+        + [ImageSpec(t.rsplit("/", 1)[1], size=4 * MIB, share_base=False) for t in sorted(JUNK)]
+    )
+    pod = runtime.run_pod("vols")
+    if not IMAGE_VOLUMES[runtime.name]:
+        with pytest.raises(CriError, match="failed CreateContainer"):
+            runtime.add_container(pod, "rejected", "app:1", "created", image_volumes=["vol-run:1"])
+    for state in ("running", "exited", "created"):
+        mounts = ["vol-%s:1" % state.replace("running", "run")] if IMAGE_VOLUMES[runtime.name] else []
+        runtime.add_container(pod, state, "app:1", state, image_volumes=mounts)
+    return runtime
+
+
+def _ledger_hours_old(runtime, path):
+    """A ledger 3h old in which every image of the runtime was last seen in use 2h ago and first seen unused 90m ago."""
+    now = __import__("time").time_ns()
+    hour = 3600 * 10**9
+    images = {i.id: {"first_detected": now - 3 * hour, "last_used": now - 2 * hour, "last_possible_use": now - 90 * 60 * 10**9}
+              for i in runtime.client.list_images()}
+    path.write_text(json.dumps({"version": 1, "created": now - 3 * hour, "images": images}))
+    return str(path)
+
+
+@pytest.mark.parametrize("how", ["prune", "threshold", "max_age"])
+def test_images_mounted_as_volumes_survive_every_mode(ansible, volumes, how, tmp_path):
+    runtime = volumes
+    if how == "prune":
+        args = dict(mode="prune")
+    elif how == "threshold":
+        args = dict(mode="threshold", high_threshold_percent=max(1, usage(runtime)), low_threshold_percent=0, measure_freed=False)
+    else:
+        args = dict(mode="threshold", ledger_path=_ledger_hours_old(runtime, tmp_path / "l.json"), max_age="1h", min_age="2m",
+                    high_threshold_percent=100, low_threshold_percent=99)
+    plan = gc(ansible, runtime, check=True, **args)
+    assert not plan.get("failed"), plan.get("msg")
+    res = gc(ansible, runtime, **args)
+    assert not res.get("failed"), res.get("msg")
+    reason = {"prune": "prune", "threshold": "space", "max_age": "age"}[how]
+    removed = {t for r in res["removed"] for t in r["repo_tags"]}
+    assert {r["reason"] for r in res["removed"]} == {reason}
+    assert [r["id"] for r in res["removed"]] == [r["id"] for r in plan["removed"]]
+    if IMAGE_VOLUMES[runtime.name]:
+        # every mounted image is still in the runtime, counted in use; only the junk went
+        assert removed == JUNK
+        assert tags_left(runtime) == {"docker.io/library/app:1", runtime.sandbox_image} | VOLUMES
+        assert res["kept"]["in_use"] == 4 and res["errors"] == []
+        # one ContainerStatus per container for the plan, none more: the re-list before the batch found no new container
+        assert res["rpc_calls"]["ContainerStatus"] == 3 and plan["rpc_calls"]["ContainerStatus"] == 3
+    else:
+        # no image volumes on this runtime: the vol-* images are merely unused, and no ContainerStatus is made
+        assert removed == JUNK | VOLUMES
+        assert tags_left(runtime) == {"docker.io/library/app:1", runtime.sandbox_image}
+        assert res["kept"]["in_use"] == 1
+        assert "ContainerStatus" not in res["rpc_calls"] and "ContainerStatus" not in plan["rpc_calls"]
+
+
+def test_runtime_guard_against_removing_a_mounted_image(volumes):
+    """Why image_gc must look: containerd 2.x removes an image mounted as a volume when asked; cri-o refuses."""
+    runtime = volumes
+    if not IMAGE_VOLUMES[runtime.name]:
+        return  # the fixture proved such containers cannot exist here
+    vol = runtime.image_id_of("docker.io/library/vol-run:1")
+    if IMAGE_VOLUME_REMOVAL_REFUSED[runtime.name]:
+        with pytest.raises(CriError, match="in use"):
+            runtime.client.remove_image(vol)
+        assert "docker.io/library/vol-run:1" in tags_left(runtime)
+    else:
+        runtime.client.remove_image(vol)
+        assert "docker.io/library/vol-run:1" not in tags_left(runtime)
+
+
+class MountingClient(CriClient):
+    """Before the first batch's re-list, a new container mounts ``volume`` as an image volume (after the plan)."""
+
+    def __init__(self, endpoint, runtime, volume):
+        super().__init__(endpoint)
+        self.runtime, self.volume, self.lists = runtime, volume, 0
+
+    def list_containers(self):
+        self.lists += 1
+        if self.lists == 2:
+            self.runtime.add_container(self.runtime.run_pod("late-vol"), "late", "app:1", "created", image_volumes=[self.volume])
+        return super().list_containers()
+
+
+def test_image_mounted_as_a_volume_after_the_plan_is_kept(runtime):
+    if not IMAGE_VOLUMES[runtime.name]:
+        return  # no image volumes on this runtime (test_images_mounted_as_volumes_survive_every_mode proves the rejection)
+    runtime.import_images([ImageSpec("app:1"), ImageSpec("late-vol:1"), ImageSpec("other:1")])
+    runtime.add_container(runtime.run_pod("base"), "base", "app:1", "exited")
+    client = MountingClient(runtime.endpoint, runtime, "late-vol:1")
+    res = _image_gc.run(client, _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, mode="prune", min_age="0s", lock_timeout=5)))
+    assert {t for r in res["removed"] for t in r["repo_tags"]} == {"docker.io/library/other:1"}
+    assert "docker.io/library/late-vol:1" in tags_left(runtime)
+    assert res["kept"]["in_use"] == 2 and any("late-vol:1" in w for w in res["warnings"])
+    # the plan asked for the one container; the re-list only for the new one
+    assert client.rpc_calls["ContainerStatus"] == 2

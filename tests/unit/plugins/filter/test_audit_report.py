@@ -124,6 +124,7 @@ def by_host(report):
 # ---------------------------------------------------------------------------------------------- the report
 NODE_KEYS = {"host", "status", "health", "error", "runtime", "imagefs", "container_filesystems", "thresholds", "headroom",
              "over_high_threshold", "images", "containers", "findings", "drift", "parts_failed", "metrics_file"}
+NODE_KEYS |= {"credential_records"}
 
 
 def test_schema_fields_and_types():
@@ -588,3 +589,25 @@ def test_split_image_filesystem_shows_both():
     assert out["container_filesystems"] == [
         {"mountpoint": "/var/lib/containers/overlay-containers", "capacity_bytes": 200, "used_bytes": 2, "available_bytes": 150, "usage_percent": 25}
     ]
+
+
+def test_credential_records_in_json_markdown_and_html():
+    nodes = fleet()
+    kubelet = dict(kubelet_config(), feature_gates={"KubeletEnsureSecretPulledImages": True}, root_dir="/data/kubelet/")
+    found = {"changed": False, "files": [{"path": "/data/kubelet/image_manager/pulled/%d" % i} for i in range(3)], "matched": 3}
+    nodes[0] = dict(nodes[0], kubelet_config=kubelet, credential_records=found)
+    report = build(nodes)
+    hosts = by_host(report)
+    assert hosts["node-c"]["credential_records"] == {"feature_gate": True, "directory": "/data/kubelet/image_manager", "pulled_records": 3}
+    # the gate unset, no find result (an older playbook), a failed find, a node that failed: all unknown, never a crash
+    assert hosts["node-a"]["credential_records"] == {"feature_gate": None, "directory": None, "pulled_records": None}
+    failed = ar.audit_report([node("n", kubelet_config=dict(kubelet_config(), feature_gates={"KubeletEnsureSecretPulledImages": False},
+                                                                 root_dir="/var/lib/kubelet"),
+                                   credential_records={"failed": True, "msg": "Permission denied"})])
+    assert failed["nodes"][0]["credential_records"] == {"feature_gate": False, "directory": "/var/lib/kubelet/image_manager", "pulled_records": None}
+    json.dumps(report)
+    md = render("md", report)
+    assert "- Credential records (/data/kubelet/image_manager): 3 pulled-image records; feature gate KubeletEnsureSecretPulledImages enabled" in md
+    assert "- Credential records (-): - pulled-image records; feature gate KubeletEnsureSecretPulledImages unset" in md
+    html = render("html", report)
+    assert "Credential records (/data/kubelet/image_manager): 3 pulled-image records; feature gate KubeletEnsureSecretPulledImages enabled." in html

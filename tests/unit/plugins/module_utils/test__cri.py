@@ -195,7 +195,9 @@ def test_proto_matches_upstream_field_numbers():
         "ImageFsInfoResponse": {"image_filesystems": 1, "container_filesystems": 2},
         "PodSandbox": {"id": 1, "metadata": 2, "state": 3, "created_at": 4, "labels": 5},
         "ImageSpec": {"image": 1, "annotations": 2, "user_specified_image": 18, "runtime_handler": 19, "image_ref": 20},
-        "ContainerStatus": {"started_at": 5, "finished_at": 6, "log_path": 15, "image_id": 17},
+        "ContainerStatus": {"started_at": 5, "finished_at": 6, "mounts": 14, "log_path": 15, "image_id": 17},
+        "ContainerConfig": {"envs": 6, "mounts": 7, "labels": 9},
+        "Mount": {"container_path": 1, "host_path": 2, "readonly": 3, "image": 9, "image_sub_path": 10},
     }
     for message, numbers in fields.items():
         desc = pb.DESCRIPTOR.message_types_by_name[message]

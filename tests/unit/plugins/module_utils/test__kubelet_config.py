@@ -522,3 +522,20 @@ def test_plan_reports_changes_as_drift():
     assert kc.plan("/x/config.yaml", existing)["changes"] == []
     # writing a key the file lacks, with the kubelet's default value, is no drift
     assert kc.plan("/x/config.yaml", existing, settings={"imageMaximumGCAge": "0s"})["changes"] == []
+
+
+def test_feature_gates_from_the_file_then_the_flags():
+    cfg = {"featureGates": {"KubeletEnsureSecretPulledImages": False, "Other": True, "NotABool": "yes"}}
+    flags = ["KubeletEnsureSecretPulledImages=true, Third=F", "Third=1,Broken=maybe,=true"]
+    gates = kc.feature_gates(cfg, flags)
+    assert gates["KubeletEnsureSecretPulledImages"] is True and gates["Other"] is True and gates["Third"] is True
+    assert "NotABool" not in gates and "Broken" not in gates and "" not in gates
+    assert kc.feature_gates({}, []) == {} and kc.feature_gates({"featureGates": "x"}) == {}
+
+
+def test_feature_gates_and_root_dir_flags_are_read_but_are_no_overrides():
+    text = 'KUBELET_KUBEADM_ARGS="--root-dir=/data/kubelet --feature-gates KubeletEnsureSecretPulledImages=false --image-gc-high-threshold=90"\n'
+    flags = kflags.parse_flag_files([("/var/lib/kubelet/kubeadm-flags.env", text)])
+    assert kflags.info_flags(flags, kflags.ROOT_DIR_FLAG) == ["/data/kubelet"]
+    assert kflags.info_flags(flags, kflags.FEATURE_GATES_FLAG) == ["KubeletEnsureSecretPulledImages=false"]
+    assert [f["flag"] for f in kflags.flag_overrides(flags)] == ["--image-gc-high-threshold"]

@@ -115,3 +115,111 @@ def test_image_index_resolves_nothing_for_empty_ref():
 def test_public_keeps_only_documented_keys():
     rec = {"id": "x", "name": "n", "namespace": "ns", "uid": "u", "attempt": 0, "state": "ready", "created_at": None, "created_at_ns": 0}
     assert snap.public("sandboxes", [rec]) == [{k: rec[k] for k in snap.PUBLIC_KEYS["sandboxes"]}]
+
+
+@pytest.mark.parametrize(
+    "name, version, expected",
+    [
+        ("containerd", "v1.6.20", False),
+        ("containerd", "1.7.24", False),
+        ("containerd", "2.0.5", False),
+        ("containerd", "2.1.9+unknown", True),
+        ("containerd", "v2.2.0", True),
+        ("cri-o", "1.30.4", False),
+        ("cri-o", "1.37.0", True),
+        ("docker", "0.3.16", False),  # cri-dockerd has no image volumes
+        ("some-runtime", "0.1", True),  # unknown: asked, an image may be at stake
+        ("containerd", "devel", True),  # unparsable: asked
+    ],
+)
+def test_supports_image_volumes(name, version, expected):
+    assert snap.supports_image_volumes({"name": name, "version": version}) is expected
+
+
+class _Mount:
+    def __init__(self, image=None, host_path=""):
+        self.image = type("Spec", (), {"image": image or ""})()
+        self.host_path = host_path
+        self._has = image is not None
+
+    def HasField(self, name):
+        return name == "image" and self._has
+
+
+class _StatusFuture:
+    def __init__(self, mounts=None, error=None):
+        self.mounts, self.error = mounts, error
+
+    def result(self):
+        if self.error:
+            raise self.error
+        return type("Resp", (), {"status": type("Status", (), {"mounts": self.mounts})()})()
+
+
+class _StatusClient:
+    def __init__(self, mounts, errors=None):
+        self.mounts, self.errors, self.asked = mounts, errors or {}, []
+
+    def call_async(self, method, container_id):
+        assert method == "ContainerStatus"
+        self.asked.append(container_id)
+        return _StatusFuture(self.mounts.get(container_id, []), self.errors.get(container_id))
+
+
+def _container(cid, image="app:1"):
+    return {"id": cid, "image_id": "", "image_ref": "", "image": image}
+
+
+def test_image_mounts_make_an_image_in_use_and_are_read_once_per_container():
+    images = [
+        {"id": "sha256:" + "a" * 64, "repo_tags": ["docker.io/library/app:1"], "repo_digests": []},
+        {"id": "sha256:" + "b" * 64, "repo_tags": ["docker.io/library/vol:1"], "repo_digests": []},
+        {"id": "sha256:" + "c" * 64, "repo_tags": ["docker.io/library/junk:1"], "repo_digests": []},
+    ]
+    client = _StatusClient({"c1": [_Mount(host_path="/x"), _Mount("b" * 64)], "c2": []})
+    containers = [_container("c1"), _container("c2")]
+    known = snap.read_image_mounts(client, containers)
+    assert known == {"c1": ["b" * 64], "c2": []} and containers[0]["image_mounts"] == ["b" * 64]
+    users = snap.image_users(images, containers)
+    assert users == {"sha256:" + "a" * 64: ["c1", "c2"], "sha256:" + "b" * 64: ["c1"]}
+    # a later look asks only for the containers it has not seen
+    client.mounts["c3"] = [_Mount("docker.io/library/junk:1")]
+    later = [_container("c1"), _container("c3")]
+    snap.read_image_mounts(client, later, known)
+    assert client.asked == ["c1", "c2", "c3"]
+    assert snap.image_users(images, later)["sha256:" + "c" * 64] == ["c3"]
+
+
+def test_image_mounts_of_a_container_gone_since_the_list_are_none_other_errors_raise():
+    from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
+
+    gone = KubenodeGcError("gone")
+    gone.code = "NOT_FOUND"
+    client = _StatusClient({}, {"c1": gone})
+    containers = [_container("c1")]
+    assert snap.read_image_mounts(client, containers) == {"c1": []}
+    broken = KubenodeGcError("CRI endpoint x failed ContainerStatus: boom (UNKNOWN).")
+    broken.code = "UNKNOWN"
+    with pytest.raises(KubenodeGcError, match="boom"):
+        snap.read_image_mounts(_StatusClient({}, {"c1": broken}), [_container("c1")])
+
+
+def test_status_calls_are_issued_concurrently_in_bounded_chunks(monkeypatch):
+    monkeypatch.setattr(snap, "STATUS_CONCURRENCY", 2)
+    order = []
+
+    class Client(_StatusClient):
+        def call_async(self, method, container_id):
+            order.append(("start", container_id))
+            fut = super().call_async(method, container_id)
+            real = fut.result
+
+            def result():
+                order.append(("wait", container_id))
+                return real()
+
+            fut.result = result
+            return fut
+
+    snap.read_image_mounts(Client({}), [_container("c%d" % n) for n in range(3)])
+    assert order == [("start", "c0"), ("start", "c1"), ("wait", "c0"), ("wait", "c1"), ("start", "c2"), ("wait", "c2")]
