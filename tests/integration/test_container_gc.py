@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from devtools.faults import CrashAfter
 from devtools.images import ImageSpec
 from tests.integration.expectations import expect
 
@@ -281,3 +282,42 @@ def test_empty_active_pod_uids_never_deletes_a_pod_with_a_running_container(ansi
     assert sandboxes_left(runtime) == {node["web"][0]}
     assert os.path.isdir(node["web"][1]["log_directory"]) and not os.path.exists(node["job"][1]["log_directory"])
     assert res["already_removed"] == [] and res["errors"] == []
+
+
+def test_runtime_killed_mid_run_fails_changed_and_logs_go_only_with_their_containers(ansible, runtime, links):
+    """Issue 11, items 1 and 2: the runtime dies (SIGKILL) after 2 RemoveContainer calls. The run stops at the first
+    UNAVAILABLE error, says changed with exactly what is gone after a restart on the same root, and every container
+    still there keeps its log file and link."""
+    runtime.import_images([ImageSpec("img:1")])
+    pod = runtime.run_pod("many", uid="uid-many")
+    ids = [runtime.add_container(pod, "app", "img:1", "exited", attempt=a, link_dir=links) for a in range(6)]
+    try:
+        with CrashAfter(runtime, 2) as proxy:
+            res = cgc(ansible, runtime, links, cri_endpoint=proxy.endpoint)
+        assert proxy.removed == 2 and proxy.crashed
+    finally:
+        runtime.restart()
+    left = set(containers_left(runtime))
+    gone = set(ids) - left
+    assert res["failed"] is True and res["changed"] is True
+    # "exception": the traceback ansible-core adds to any fail_json
+    assert set(res) == {"failed", "changed", "msg", "exception", "removed_containers", "removed_sandboxes", "removed_log_paths", "kept", "errors",
+                        "already_removed", "diff", "rpc_calls"}
+    assert res["msg"].startswith("The runtime became unavailable after 2 container(s) and 0 sandbox(es) were removed, so the run stopped: "
+                                 "CRI endpoint %s is unavailable for RemoveContainer: " % proxy.endpoint)
+    # oldest first: attempts 0 and 1 went, attempt 2 was refused and the run stopped there (no call after it)
+    assert [c["id"] for c in res["removed_containers"]] == ids[:2] and gone == set(ids[:2])
+    assert [e["id"] for e in res["errors"]] == [ids[2]] and res["already_removed"] == [] and res["removed_sandboxes"] == []
+    assert res["rpc_calls"] == {"ListPodSandbox": 1, "ListContainers": 1, "RemoveContainer": 3}
+    assert set(res["diff"]["before"]["containers"]) - set(res["diff"]["after"]["containers"]) == gone
+    expected_logs = []
+    for attempt, cid in enumerate(ids):
+        log, link = log_file(runtime, pod, "app", attempt), os.path.join(links, "many_default_app-%s.log" % cid)
+        assert os.path.exists(log) is os.path.lexists(link) is (cid in left), (attempt, cid in left)
+        if cid in gone:
+            expected_logs += [log, link]
+    assert res["removed_log_paths"] == expected_logs
+    # the restarted runtime serves the next run, which removes the rest of the dead attempts
+    again = cgc(ansible, runtime, links)
+    assert not again.get("failed"), again.get("msg")
+    assert [c["id"] for c in again["removed_containers"]] == ids[2:5] and set(containers_left(runtime)) == {ids[5]}
