@@ -175,6 +175,15 @@ class EmbeddedCrio(EmbeddedRuntime):
         super().prepare()
         self.write_empty_files()
 
+    def daemon_pid(self):
+        # crio runs as the only child of devtools.reaper (self.pid)
+        try:
+            with open("/proc/%d/task/%d/children" % (self.pid, self.pid), encoding="utf-8") as f:
+                children = [int(c) for c in f.read().split()]
+        except (OSError, TypeError):
+            return None
+        return next((c for c in children if _comm(c) == "crio"), None)
+
     def leftover_pids(self):
         # conmon processes outlive cri-o; each names our exits dir
         return [pid for pid in pids_with(os.path.join(self.workdir, "exits")) if _comm(pid) == "conmon"]

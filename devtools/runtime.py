@@ -9,6 +9,9 @@ Lifecycle, split so that a fault test can stop and restart a runtime on the same
   (the daemon, until it answers CRI) + seeding the sandbox image;
 * ``restart()`` = ``shutdown(leftovers=False)`` + ``launch()`` (the root, its images and
   containers stay; running containers keep running, as when a node's runtime restarts);
+* ``crash()`` = SIGKILL of the daemon alone (no clean shutdown; root, state and containers stay),
+  after which ``restart()`` brings it back on the same root (``devtools.faults`` crashes a runtime
+  after N removals);
 * ``stop()`` = removing the pods + ``shutdown()`` (the daemon by its pid, then the shims /
   conmon processes that served it) + ``cleanup()`` (unmount everything below the work
   directory, delete it).
@@ -232,6 +235,27 @@ class EmbeddedRuntime:
             self.pid = None
         for pid in self.leftover_pids() if leftovers else ():
             kill(pid, sig=signal.SIGKILL)
+
+    def daemon_pid(self):
+        """Pid of the runtime daemon itself (the process ``launch()`` started, unless a wrapper runs it)."""
+        return self.pid
+
+    def crash(self, timeout=10):
+        """Kill the daemon with SIGKILL, as a crash would, and wait until it is gone; ``restart()`` brings it back.
+
+        Nothing else is touched: the root, the state directory, the shims/conmons and the running containers stay."""
+        pid = self.daemon_pid()
+        if pid is None:
+            raise RuntimeError("%s is not running" % self.daemon)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        deadline = time.time() + timeout
+        while os.path.exists("/proc/%d" % pid) and not _zombie(pid):
+            if time.time() > deadline:
+                raise RuntimeError("%s (pid %d) did not die of SIGKILL within %ss" % (self.daemon, pid, timeout))
+            time.sleep(0.01)
 
     def restart(self, timeout=60):
         """Stop the daemon and start it again on the same root and config; running containers survive."""

@@ -82,7 +82,7 @@ def _row(record, host):
     if record is None:
         return {"host": host, "status": "failed", "message": "The cleanup stopped on this host before it finished.", "errors": 0}
     status = record.get("status")
-    if status in ("failed", "skipped"):
+    if status == "skipped" or status == "failed" and "images" not in record:  # a node that was never cleaned
         return {
             "host": host,
             "status": status,
@@ -95,6 +95,8 @@ def _row(record, host):
     results = _results_of(record)
     apply_result(row, "container", results["container_gc"])
     apply_result(row, "image", results["image_gc"])
+    if status == "failed":  # a GC run failed: what it did before, and its error
+        row["status"], row["message"] = "failed", record.get("error")
     return row
 
 

@@ -38,7 +38,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
 )
 
 RESULT_KEYS = ("removed", "kept", "usage_before", "usage_after", "bytes_to_free", "bytes_freed_estimated", "bytes_freed_measured",
-               "target_reached", "insufficient", "errors")
+               "target_reached", "insufficient", "errors", "ledger")
 
 
 def options(params):
@@ -143,6 +143,7 @@ def _run(client, opts, check_mode, now, statvfs):
     state = _State(client, opts, now)
     plan = state.plan
     result = new_result(plan, check_mode)
+    result["ledger"]["path"] = state.ledger_path
     result["warnings"].extend(state.warnings)
     if check_mode:
         _predict(result, state, opts)
@@ -150,6 +151,9 @@ def _run(client, opts, check_mode, now, statvfs):
         _remove(result, state, opts, client, statvfs)
     _finish(result, state.images)
     stop = result.pop("stop_message", None)
+    ledger_failure = result.pop("ledger_message", None)
+    if ledger_failure and (stop or result["errors"] or plan.error):
+        result["warnings"].append(ledger_failure)  # the first failure is the message, this one a warning
     if stop:
         raise GcError(stop, _public(result))
     if result["errors"]:
@@ -157,6 +161,8 @@ def _run(client, opts, check_mode, now, statvfs):
     if plan.error:
         # the kubelet's InvalidDiskCapacity, after the age pass ran
         raise GcError("%s (mountpoint %s)." % (plan.error, state.mountpoint), _public(result))
+    if ledger_failure:
+        raise GcError(ledger_failure, _public(result))
     shortfall = result.pop("insufficient_message", None)
     if result["insufficient"] and opts["fail_on_insufficient"]:
         raise GcError(shortfall, _public(result))
@@ -176,6 +182,7 @@ def new_result(plan, check_mode):
         "target_reached": True,
         "insufficient": False,
         "errors": [],
+        "ledger": {"path": "", "saved": False, "records": 0},
         "warnings": [],
     }
 
@@ -198,7 +205,9 @@ def _remove(result, state, opts, client, statvfs):
     plan, capacity = state.plan, state.capacity
     executor = _Executor(client, opts, result, getattr(state, "image_mounts", None))
     executor.remove(plan.age, "age")
-    if result["errors"]:
+    if executor.stopped:
+        pass
+    elif result["errors"]:
         # freeOldImages' error ends GarbageCollect before the threshold pass
         result["stop_message"] = "wanted to free images older than %s, encountered errors in image deletion: %s" % (
             format_duration(opts["max_age"]), _aggregate(result["errors"]))
@@ -224,12 +233,17 @@ def _remove(result, state, opts, client, statvfs):
                 "Removing the %d image(s) of the size-based plan freed only %d of their %d bytes on %s (their layers are shared with images still "
                 "in use, or the runtime frees space lazily); at that rate the other candidates cannot reach the low threshold, so the threshold "
                 "pass stopped there rather than remove more than needed." % ((len(plan.space),) + executor.short_rate + (state.mountpoint,)))
-        if len(result["errors"]) > errors_before:
+        if executor.stopped:
+            pass
+        elif len(result["errors"]) > errors_before:
             # freeSpace's error replaces the FreeDiskSpaceFailed event
             result["stop_message"] = "wanted to free %d bytes, but freed %d bytes space with errors in image deletion: %s" % (
                 plan.bytes_to_free, executor.freed_by_reason["space"], _aggregate(result["errors"][errors_before:]))
         elif remaining() > 0:
             _insufficient(result, plan, capacity, executor.freed_by_reason["space"])
+    if executor.stopped:
+        # the runtime failed mid-run (it went away, or the container re-list failed): no further call, the partial result
+        result["stop_message"] = "The run stopped after %d image(s) were removed: %s" % (len(result["removed"]), executor.stopped)
 
     after = statvfs(state.mountpoint)
     result["bytes_freed_estimated"] = sum(r["size"] for r in result["removed"])
@@ -238,14 +252,23 @@ def _remove(result, state, opts, client, statvfs):
     # one reason per image not removed: what the plan protected or skipped, races, and the rest not needed
     kept = result["kept"]
     kept["in_use"] += len(executor.raced)
-    kept["not_needed"] = len(state.images) - len(result["removed"]) - len(result["errors"]) - sum(v for k, v in kept.items() if k != "not_needed")
+    failed = len([e for e in result["errors"] if e["id"]])
+    kept["not_needed"] = len(state.images) - len(result["removed"]) - failed - sum(v for k, v in kept.items() if k != "not_needed")
     for img in executor.raced:
         result["warnings"].append("Image %s came into use during the run and was kept." % _describe(img))
     if state.ledger_path:
         for entry in result["removed"]:
             state.records.pop(entry["id"], None)
         state.ledger["images"] = state.records
-        _ledger.save(state.ledger_path, state.ledger)
+        result["ledger"]["records"] = len(state.records)
+        try:
+            _ledger.save(state.ledger_path, state.ledger)
+        except _ledger.LedgerError as exc:
+            # the old ledger stays as it was (atomic write); what was removed is still reported
+            text = str(exc)
+            result["ledger_message"] = "Removed %d image(s), but %s" % (len(result["removed"]), text[0].lower() + text[1:]) if result["removed"] else text
+        else:
+            result["ledger"]["saved"] = True
 
 
 def _aggregate(errors):
@@ -299,6 +322,7 @@ class _Executor:
         self.freed_by_reason = {"age": 0, "space": 0, "prune": 0}
         self.stalled = 0  # removals of the last batch when it freed no measurable space (the pass stopped), else 0
         self.short_rate = None  # (measured, estimated) bytes freed when the pass stopped at the kubelet's plan
+        self.stopped = None  # the CriError that stopped the run: the runtime is unavailable, or the container re-list failed
 
     def _still_unused(self, batch):
         """Drop images a container started using since the plan (race with the kubelet)."""
@@ -312,7 +336,13 @@ class _Executor:
         return keep
 
     def _remove_batch(self, batch, reason):
-        batch = self._still_unused(batch)
+        try:
+            batch = self._still_unused(batch)
+        except CriError as exc:
+            # without the container list no image can be judged unused: stop here
+            self.result["errors"].append({"id": "", "msg": str(exc)})
+            self.stopped = exc
+            return 0
         futures = [(img, self.client.call_async("RemoveImage", image={"image": img["id"]})) for img in batch]
         done = 0
         for img, fut in futures:
@@ -320,6 +350,8 @@ class _Executor:
                 fut.result()
             except CriError as exc:
                 self.result["errors"].append({"id": img["id"], "msg": str(exc)})
+                if exc.code == "UNAVAILABLE" and self.stopped is None:
+                    self.stopped = exc  # the runtime went away: no next batch
                 continue
             self.result["removed"].append(_entry(img, reason))
             self.freed_by_reason[reason] += img["size"]
@@ -329,6 +361,8 @@ class _Executor:
     def remove(self, images, reason):
         """Remove every image of the list, ``parallelism`` at a time."""
         for start in range(0, len(images), self.parallelism):
+            if self.stopped:
+                break
             self._remove_batch(images[start : start + self.parallelism], reason)
 
     def until(self, candidates, reason, remaining, budget, calibrate=False, planned=None):
@@ -349,7 +383,7 @@ class _Executor:
         succeeded = 0
         ratio = 1.0
         measured_total, est_total = 0, 0
-        while queue and (budget is None or taken < budget):
+        while queue and (budget is None or taken < budget) and not self.stopped:
             if succeeded and need <= 0:
                 break
             limit = 1 if calibrate and not succeeded else self.parallelism
@@ -371,6 +405,8 @@ class _Executor:
             before_est = self.freed_by_reason[reason]
             done = self._remove_batch(batch, reason)
             succeeded += done
+            if self.stopped:
+                break
             before_need, need = need, remaining()
             est = self.freed_by_reason[reason] - before_est
             if calibrate and est > 0:

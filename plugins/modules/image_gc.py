@@ -277,9 +277,31 @@ errors:
     - A failure in the max-age pass ends the run before the threshold pass (C(wanted to free images older than <max_age>,
       encountered errors in image deletion - ...)); failures in the threshold pass give C(wanted to free <N> bytes, but
       freed <M> bytes space with errors in image deletion - ...) instead of the C(FreeDiskSpaceFailed) warning.
+    - The first removal that finds the runtime unavailable, or a failed container re-list before a batch (then with an
+      empty C(id)), stops the run; it fails with C(The run stopped after <N> image(s) were removed - ...), C(changed=true)
+      when anything was removed, and every other key filled with what was really done.
   returned: always
   type: list
   elements: dict
+ledger:
+  description:
+    - The image ledger after the run. It is saved after the removals also when the run failed, without the records of
+      removed images.
+    - When it cannot be written, the old ledger stays as it was and the task fails naming it (C(Removed <N> image(s), but
+      cannot write the image ledger <path> - ...)), with C(changed=true) and RV(removed) when images were removed.
+  returned: always
+  type: dict
+  contains:
+    path:
+      description: O(ledger_path), V("") without a ledger.
+      type: str
+    saved:
+      description: Whether this run wrote the ledger (never in check mode).
+      type: bool
+    records:
+      description: How many images the saved (or unsaved) ledger tracks.
+      type: int
+  sample: {"path": "/var/lib/kubenode-gc/image-ledger.json", "saved": true, "records": 42}
 rpc_calls:
   description:
     - CRI calls made, per method. Lists are read once; containers once more before each batch of removals.

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from devtools.faults import CrashAfter
 from devtools.images import ImageSpec
 from tests.integration.expectations import expect
 
@@ -330,3 +331,45 @@ def test_credential_records_are_never_touched_even_by_a_hostile_config(ansible, 
     assert not res.get("failed"), res.get("msg")
     assert _records(kubelet_root / "image_manager") == before
     assert sorted(os.listdir(kubelet_root / "image_manager")) == ["pulled", "pulling"]
+
+
+def test_runtime_killed_mid_run_fails_changed_and_logs_go_only_with_their_containers(ansible, runtime, links):
+    """Issue 11, items 1 and 2: the runtime dies (SIGKILL) after 2 RemoveContainer calls. The run stops at the first
+    UNAVAILABLE error, says changed with exactly what is gone after a restart on the same root, and every container
+    still there keeps its log file and link."""
+    runtime.import_images([ImageSpec("img:1")])
+    pod = runtime.run_pod("many", uid="uid-many")
+    ids = [runtime.add_container(pod, "app", "img:1", "exited", attempt=a, link_dir=links) for a in range(6)]
+    try:
+        with CrashAfter(runtime, 2) as proxy:
+            res = cgc(ansible, runtime, links, cri_endpoint=proxy.endpoint)
+        assert proxy.removed == 2 and proxy.crashed
+    finally:
+        runtime.restart()
+    left = set(containers_left(runtime))
+    gone = set(ids) - left
+    assert res["failed"] is True and res["changed"] is True
+    # "exception": the traceback ansible-core adds to any fail_json
+    assert set(res) == {"failed", "changed", "msg", "exception", "removed_containers", "removed_sandboxes", "removed_log_paths", "kept", "errors",
+                        "already_removed", "diff", "rpc_calls"}
+    assert res["msg"].startswith("The runtime became unavailable after 2 container(s) and 0 sandbox(es) were removed, so the run stopped: "
+                                 "CRI endpoint %s is unavailable for RemoveContainer: " % proxy.endpoint)
+    # the five dead attempts (all but the newest) were in flight at once (parallelism 64); the proxy let two through,
+    # killed the runtime, and the other three failed: one error says so, and no call was made after that batch
+    assert len(gone) == 2 and gone <= set(ids[:5])
+    assert [c["id"] for c in res["removed_containers"]] == [i for i in ids[:5] if i in gone]
+    assert len(res["errors"]) == 1 and res["errors"][0]["id"] in set(ids[:5]) - gone
+    assert res["already_removed"] == [] and res["removed_sandboxes"] == []
+    assert res["rpc_calls"] == {"ListPodSandbox": 1, "ListContainers": 1, "RemoveContainer": 5}
+    assert set(res["diff"]["before"]["containers"]) - set(res["diff"]["after"]["containers"]) == gone
+    expected_logs = []
+    for attempt, cid in enumerate(ids):
+        log, link = log_file(runtime, pod, "app", attempt), os.path.join(links, "many_default_app-%s.log" % cid)
+        assert os.path.exists(log) is os.path.lexists(link) is (cid in left), (attempt, cid in left)
+        if cid in gone:
+            expected_logs += [log, link]
+    assert res["removed_log_paths"] == expected_logs
+    # the restarted runtime serves the next run, which removes the rest of the dead attempts
+    again = cgc(ansible, runtime, links)
+    assert not again.get("failed"), again.get("msg")
+    assert [c["id"] for c in again["removed_containers"]] == [i for i in ids[:5] if i not in gone] and set(containers_left(runtime)) == {ids[5]}

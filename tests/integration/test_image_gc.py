@@ -3,8 +3,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """kubenode.gc.image_gc against every real runtime on a small tmpfs: what is left in the runtime afterwards."""
 
+import contextlib
+import errno
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -12,6 +15,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc, _led
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
 from ansible_collections.kubenode.gc.plugins.modules import image_gc
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient, CriError
+from devtools.faults import CrashAfter
 from devtools.images import ImageSpec
 from tests.integration.expectations import IMAGE_VOLUME_REMOVAL_REFUSED, IMAGE_VOLUMES, expect
 
@@ -573,3 +577,83 @@ def test_image_mounted_as_a_volume_after_the_plan_is_kept(runtime):
     assert res["kept"]["in_use"] == 2 and any("late-vol:1" in w for w in res["warnings"])
     # the plan asked for the one container; the re-list only for the new one
     assert client.rpc_calls["ContainerStatus"] == 2
+
+
+def test_runtime_killed_mid_prune_fails_changed_with_exactly_what_is_gone(ansible, runtime, tmp_path):
+    """Issue 11, item 1: the runtime dies (SIGKILL) after 2 removals; the result says what really happened."""
+    runtime.import_images([ImageSpec("kill-%d:1" % n, size=MIB, share_base=False) for n in range(6)])
+    pod = runtime.run_pod("keeper")
+    runtime.add_container(pod, "k", "kill-0:1", "exited")  # in use: kept (and a sandbox for the sandbox image lookup)
+    before = {i.id: i.size for i in runtime.client.list_images()}
+    ledger = tmp_path / "state" / "ledger.json"
+    try:
+        with CrashAfter(runtime, 2) as proxy:
+            res = gc(ansible, runtime, mode="prune", ledger_path=str(ledger), cri_endpoint=proxy.endpoint)
+        assert proxy.removed == 2 and proxy.crashed
+    finally:
+        runtime.restart()  # the same root: what is gone is gone for real
+    gone = set(before) - {i.id for i in runtime.client.list_images()}
+    assert res["failed"] is True and res["changed"] is True
+    # "exception": the traceback ansible-core adds to any fail_json
+    assert set(res) == {"failed", "changed", "msg", "exception", "removed", "kept", "usage_before", "usage_after", "bytes_to_free", "bytes_freed_estimated",
+                        "bytes_freed_measured", "target_reached", "insufficient", "errors", "ledger", "rpc_calls"}
+    assert res["msg"].startswith("The run stopped after 2 image(s) were removed: CRI endpoint %s is unavailable for RemoveImage: " % proxy.endpoint)
+    assert len(gone) == 2 and {r["id"] for r in res["removed"]} == gone
+    assert {r["reason"] for r in res["removed"]} == {"prune"}
+    # the other three candidates were refused by the dead runtime (one batch in flight), and are still there
+    assert len(res["errors"]) == 3 and not {e["id"] for e in res["errors"]} & gone
+    assert all(" is unavailable for RemoveImage: " in e["msg"] for e in res["errors"])
+    assert res["bytes_freed_estimated"] == sum(before[i] for i in gone)
+    assert isinstance(res["bytes_freed_measured"], int) and res["bytes_freed_measured"] >= 0
+    assert res["kept"]["in_use"] == 1 and res["kept"]["not_needed"] == 0
+    assert res["rpc_calls"]["RemoveImage"] == 5
+    # the ledger records what the run knew: every image it saw but the removed ones
+    assert res["ledger"] == {"path": str(ledger), "saved": True, "records": len(before) - 2}
+    with open(ledger, encoding="utf-8") as f:
+        assert set(json.load(f)["images"]) == set(before) - gone
+    # the restarted runtime serves the next run, which removes the rest
+    again = gc(ansible, runtime, mode="prune", ledger_path=str(ledger))
+    assert not again.get("failed"), again.get("msg")
+    assert {r["id"] for r in again["removed"]} == {e["id"] for e in res["errors"]}
+
+
+@contextlib.contextmanager
+def full_tmpfs(path):
+    """A 4 KiB tmpfs at ``path`` (mode 0700) for the caller to fill (``fill()``)."""
+    path.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k,mode=0700", "kubenode-gc-full", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=False)
+
+
+def fill(directory):
+    """Write a filler file into ``directory`` until its filesystem has no space left (a full one refuses even the file)."""
+    try:
+        with open(os.path.join(str(directory), "filler"), "wb") as f:
+            while True:
+                f.write(b"x" * 512)
+                f.flush()
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+
+
+def test_ledger_write_failing_with_enospc_fails_changed_naming_the_ledger(ansible, runtime, tmp_path):
+    """Issue 11, item 1: the removals happened, the ledger cannot be written (ENOSPC): changed, removed filled, the old ledger intact."""
+    runtime.import_images([ImageSpec("nospc-%d:1" % n) for n in range(3)])
+    before = {i.id for i in runtime.client.list_images()}
+    with full_tmpfs(tmp_path / "full") as fs:
+        ledger = fs / "ledger.json"
+        _ledger.save(str(ledger), _ledger.new_ledger(__import__("time").time_ns() - 3600 * 10**9))
+        old = ledger.read_bytes()
+        fill(fs)
+        res = gc(ansible, runtime, mode="prune", ledger_path=str(ledger))
+        assert ledger.read_bytes() == old and set(os.listdir(str(fs))) <= {"filler", "ledger.json"}  # no temp file left behind
+    assert res["failed"] is True and res["changed"] is True
+    assert res["msg"] == "Removed 3 image(s), but cannot write the image ledger %s: No space left on device." % ledger
+    assert {t for r in res["removed"] for t in r["repo_tags"]} == {"docker.io/library/nospc-%d:1" % n for n in range(3)}
+    assert tags_left(runtime) == {runtime.sandbox_image}
+    assert {i.id for i in runtime.client.list_images()} == before - {r["id"] for r in res["removed"]}
+    assert res["errors"] == [] and res["bytes_freed_estimated"] == sum(r["size"] for r in res["removed"])
+    assert res["ledger"] == {"path": str(ledger), "saved": False, "records": 1}

@@ -93,3 +93,17 @@ def test_cleanup_record_maps_the_module_results_and_cleanup_summary_reads_them_b
 def test_cleanup_record_without_container_gc():
     record = cleanup_record({"removed": [], "errors": []}, {"skipped": True, "changed": False})
     assert record["containers"] == record["sandboxes"] == record["log_paths"] == [] and record["errors"] == []
+
+
+def test_cleanup_summary_shows_a_failed_nodes_partial_work_and_its_error():
+    images = {"failed": True, "msg": "The run stopped after 2 image(s) were removed: x.", "removed": [{"id": "a", "size": 3}, {"id": "b", "size": 4}],
+              "usage_before": 90, "usage_after": 88, "bytes_to_free": 0, "bytes_freed_estimated": 7, "bytes_freed_measured": 5 * MIB,
+              "target_reached": True, "errors": [{"id": "c", "msg": "unavailable"}]}
+    record = dict(cleanup_record(images, None, host="n1", status="failed", check_mode=False, usage_before=90), error=images["msg"])
+    assert record["images"] == images["removed"] and record["errors"] == images["errors"] and record["bytes_freed_measured"] == 5 * MIB
+    lines = cleanup_summary([[record, "n1"]])
+    (row,) = [line for line in lines if line.startswith("n1 ")]
+    assert row.split()[1:6] == ["0", "0", "0", "2", "5.0"] and "90% → 88%" in row and row.endswith("failed (1)")
+    assert "n1: failed: The run stopped after 2 image(s) were removed: x." in lines
+    (total,) = [line for line in lines if line.startswith("TOTAL")]
+    assert total.endswith("1 failed")

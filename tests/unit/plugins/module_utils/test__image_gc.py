@@ -146,3 +146,70 @@ def test_past_the_kubelet_plan_only_while_the_measured_rate_can_reach_the_target
     assert len(node.removed) == len(plan.space) == 2
     assert any("freed only 4 of their 120 bytes on /imagefs" in w for w in result["warnings"])
     assert result["insufficient"]
+
+
+class DyingNode(FakeNode):
+    """The runtime dies after ``alive`` removals: every later call fails UNAVAILABLE."""
+
+    def __init__(self, capacity, available, alive):
+        super().__init__(capacity, available)
+        self.alive = alive
+        self.calls = 0
+
+    def _dead(self, method):
+        return CriError("CRI endpoint unix:///fake.sock is unavailable for %s: connection refused." % method, code="UNAVAILABLE")
+
+    def list_containers(self):
+        if len(self.removed) >= self.alive:
+            raise self._dead("ListContainers")
+        return []
+
+    def call_async(self, method, image):
+        self.calls += 1
+        if len(self.removed) >= self.alive:
+            fut = Future()
+            fut.set_exception(self._dead("RemoveImage"))
+            return fut
+        return super().call_async(method, image)
+
+
+def test_the_first_unavailable_error_stops_the_run_with_the_partial_result():
+    images = [image(n, 60) for n in range(6)]
+    node = DyingNode(capacity=1000, available=0, alive=2)
+    plan, result = execute(node, images, parallelism=3, measure_freed=False)
+    # a batch of three: two removed, the third refused UNAVAILABLE; no further call (no re-list, no next batch)
+    assert [r["id"] for r in result["removed"]] == node.removed == [i["id"] for i in images[:2]]
+    assert [e["id"] for e in result["errors"]] == [images[2]["id"]] and node.calls == 3
+    assert result["stop_message"].startswith("The run stopped after 2 image(s) were removed: CRI endpoint unix:///fake.sock is unavailable for RemoveImage")
+    assert not result["insufficient"] and not any("Insufficient" in w for w in result["warnings"])
+
+
+def test_a_failed_container_re_list_stops_the_run():
+    images = [image(n, 60) for n in range(6)]
+    node = DyingNode(capacity=1000, available=0, alive=2)
+    plan, result = execute(node, images, parallelism=1, measure_freed=False)
+    # two batches of one, then the re-list before the third fails: recorded without an image id, no RemoveImage after it
+    assert node.removed == [i["id"] for i in images[:2]] and node.calls == 2
+    assert result["errors"] == [{"id": "", "msg": "CRI endpoint unix:///fake.sock is unavailable for ListContainers: connection refused."}]
+    assert result["kept"]["not_needed"] == 6 - 2  # the re-list error counts no image
+    assert result["stop_message"].startswith("The run stopped after 2 image(s) were removed: ")
+
+
+def test_a_ledger_that_cannot_be_written_is_reported_with_the_removals(monkeypatch):
+    images = [image(n, 60) for n in range(3)]
+    node = FakeNode(capacity=1000, available=0)
+    plan = policy.plan(images, {i["id"]: {"first_detected": 0, "last_used": 0, "last_possible_use": 0} for i in images},
+                       policy.PlanOptions("prune", 85, 80, 0, 0), T, node.capacity, node.available, tracking_since=T)
+    records = {i["id"]: {"first_detected": 0, "last_used": 0} for i in images}
+    state = SimpleNamespace(plan=plan, capacity=node.capacity, available=node.available, mountpoint="/imagefs", images=images,
+                            ledger_path="/full/ledger.json", records=records, ledger={"version": 1, "created": 0, "images": {}})
+
+    def save(path, ledger):
+        raise gc._ledger.LedgerError("Cannot write the image ledger %s: No space left on device." % path)
+
+    monkeypatch.setattr(gc._ledger, "save", save)
+    result = gc.new_result(plan, False)
+    gc._remove(result, state, {"mode": "prune", "max_age": 0, "max_removals": None, "parallelism": 64}, node, node.statvfs)
+    assert len(result["removed"]) == 3 and result["errors"] == []
+    assert result["ledger_message"] == "Removed 3 image(s), but cannot write the image ledger /full/ledger.json: No space left on device."
+    assert result["ledger"] == {"path": "", "saved": False, "records": 0}

@@ -1,0 +1,85 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The kubenode.gc.cleanup playbook against every real runtime on localhost: the history record of a node whose GC failed."""
+
+import glob
+import json
+import os
+import subprocess
+
+import yaml
+
+from devtools.faults import CrashAfter
+from devtools.images import ImageSpec
+from tests.integration.conftest import BIN
+
+MIB = 1 << 20
+
+
+def cleanup(ansible, runtime, tmp_path, endpoint, **extra):
+    node = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": os.path.join(BIN, "python"),
+        "kubenode_gc_cri_endpoint": endpoint,
+        "kubenode_gc_pod_logs_dir": runtime.pod_logs,
+        "kubenode_gc_container_logs_dir": str(tmp_path / "containers"),
+        "kubenode_gc_ledger_path": str(tmp_path / "ledger.json"),
+        "kubenode_gc_cleanup_history_dir": str(tmp_path / "history"),
+        "kubenode_gc_container_min_age": "0s",
+        "kubenode_gc_cleanup_image_min_age": "0s",
+        "kubenode_gc_cleanup_image_mode": "prune",
+    }
+    node.update(extra)
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gc-node": node}}}))
+    cmd = [os.path.join(BIN, "ansible-playbook"), "kubenode.gc.cleanup", "-i", str(inventory)]
+    return subprocess.run(cmd, cwd=str(tmp_path), env=ansible.env(), capture_output=True, text=True, check=False)
+
+
+def history(tmp_path):
+    paths = glob.glob(str(tmp_path / "history" / "*.json"))
+    records = []
+    for path in paths:
+        assert os.stat(path).st_mode & 0o777 == 0o600
+        with open(path, encoding="utf-8") as f:
+            records.append(json.load(f))
+    return records
+
+
+def test_a_node_whose_image_gc_failed_gets_a_history_record_of_its_partial_work(ansible, runtime, tmp_path):
+    """Issue 11, item 1: the runtime dies after 2 image removals; the node fails and its history record says what went."""
+    runtime.import_images([ImageSpec("hist-%d:1" % n, size=MIB, share_base=False) for n in range(4)])
+    pod = runtime.run_pod("keeper")
+    runtime.add_container(pod, "k", "hist-0:1", "running")
+    ids = {t: i.id for i in runtime.client.list_images() for t in i.repo_tags}
+    before = set(ids.values())
+    candidates = before - {ids["docker.io/library/hist-0:1"], ids[runtime.sandbox_image]}
+    try:
+        with CrashAfter(runtime, 2) as proxy:
+            proc = cleanup(ansible, runtime, tmp_path, proxy.endpoint)
+        assert proxy.removed == 2 and proxy.crashed
+    finally:
+        runtime.restart()
+    gone = before - {i.id for i in runtime.client.list_images()}
+    assert proc.returncode != 0, proc.stdout  # the node failed: it counts against max_fail_percentage
+    (record,) = history(tmp_path)
+    assert record["host"] == "gc-node" and record["status"] == "failed" and record["check_mode"] is False
+    assert record["error"].startswith("The run stopped after 2 image(s) were removed: CRI endpoint %s is unavailable for RemoveImage: " % proxy.endpoint)
+    assert len(gone) == 2 and {i["id"] for i in record["images"]} == gone
+    assert {e["id"] for e in record["errors"]} == candidates - gone
+    assert record["bytes_freed_estimated"] == sum(i["size"] for i in record["images"]) and isinstance(record["bytes_freed_measured"], int)
+    assert record["containers"] == [] and record["sandboxes"] == [] and record["log_paths"] == []
+    assert record["policy"] == {"image_mode": "prune", "high_threshold_percent": 85, "low_threshold_percent": 80}
+    assert isinstance(record["usage_before"], int) and record["finished_at"].endswith("Z")
+    # the summary shows the node failed, with what it removed
+    assert "gc-node: failed: The run stopped after 2 image(s) were removed: " in proc.stdout, proc.stdout
+
+
+def test_a_cleaned_node_records_no_error(ansible, runtime, tmp_path):
+    runtime.import_images([ImageSpec("ok-%d:1" % n) for n in range(2)])
+    proc = cleanup(ansible, runtime, tmp_path, runtime.endpoint)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (record,) = history(tmp_path)
+    assert record["status"] == "cleaned" and "error" not in record and record["errors"] == []
+    assert {t for i in record["images"] for t in i["repo_tags"]} == {"docker.io/library/ok-0:1", "docker.io/library/ok-1:1"}
