@@ -13,13 +13,14 @@
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils._common import require_library
-from ansible_collections.kubenode.gc.plugins.module_utils._config_io import file_mode, unified_diff_dict
-from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
+from ansible_collections.kubenode.gc.plugins.module_utils._config_io import file_mode, redact_texts, redacted_diff
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError, KubenodeGcError
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_flags import (
     FEATURE_GATES_FLAG,
     ROOT_DIR_FLAG,
@@ -28,7 +29,8 @@ from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_flags import 
     info_flags,
     parse_flag_files,
 )
-from ansible_collections.kubenode.gc.plugins.module_utils._yaml_edit import HAS_RUAMEL, RUAMEL_IMPORT_ERROR
+from ansible_collections.kubenode.gc.plugins.module_utils._redact import redacted, scrub_all, scrub_error
+from ansible_collections.kubenode.gc.plugins.module_utils._yaml_edit import HAS_RUAMEL, RUAMEL_IMPORT_ERROR, redact_text
 
 DEFAULT_ROOT_DIR = "/var/lib/kubelet"
 DEFAULT_PATHS = ("/var/lib/kubelet/config.yaml", "/etc/kubernetes/kubelet/kubelet-config.json", "/etc/kubernetes/kubelet-config.yaml")
@@ -63,18 +65,31 @@ def find_path(config_flag_path, content):
 
 
 def run(files, opts, check_mode=False):
-    """Read, plan and (unless check mode) write; returns the module's result with ``diff``."""
+    """Read, plan and (unless check mode) write; returns the module's result with ``diff``.
+
+    A symbolic link as the config file is followed: the target is read and replaced (``resolved_path``).
+    Secret values (_redact) are replaced by the marker in ``config``, ``effective`` and ``diff``, and
+    removed from every message, including errors.
+    """
     flags = parse_flag_files(read_flag_files(files, opts["flag_files"]))
     path = opts["path"] or find_path(config_flag(flags), opts["content"])
-    planned = policy.plan(path, files.read_text(path), settings=opts["settings"], content=opts["content"], overrides=flag_overrides(flags))
-    result = {k: planned[k] for k in RESULT_KEYS}
-    result["path"] = path
-    result["feature_gates"] = policy.feature_gates(planned["config"], info_flags(flags, FEATURE_GATES_FLAG))
-    root_dirs = info_flags(flags, ROOT_DIR_FLAG)
-    result["root_dir"] = root_dirs[-1] if root_dirs else DEFAULT_ROOT_DIR
-    if planned["changed"] and not check_mode:
-        backup_file = files.write_text(path, planned["after"], backup=opts["backup"], validate=opts["validate"], mode=opts["mode"])
-        if backup_file:
-            result["backup_file"] = backup_file
-    result["diff"] = unified_diff_dict(path, planned["before"], planned["after"])
-    return result
+    resolved = files.resolve_path(path)
+    existing = files.read_text(resolved)
+    redact = functools.partial(redact_text, origin=path)
+    secrets = redact_texts([existing, opts["content"]], redact)[1]
+    try:
+        planned = policy.plan(path, existing, settings=opts["settings"], content=opts["content"], overrides=flag_overrides(flags))
+        found, secrets = redact_texts([existing, opts["content"], planned["before"], planned["after"]], redact)
+        result = {k: planned[k] for k in RESULT_KEYS}
+        result.update(path=path, resolved_path=resolved, config=redacted(result["config"]), effective=redacted(result["effective"]))
+        result["feature_gates"] = policy.feature_gates(planned["config"], info_flags(flags, FEATURE_GATES_FLAG))
+        root_dirs = info_flags(flags, ROOT_DIR_FLAG)
+        result["root_dir"] = root_dirs[-1] if root_dirs else DEFAULT_ROOT_DIR
+        if planned["changed"] and not check_mode:
+            backup_file = files.write_text(path, planned["after"], backup=opts["backup"], validate=opts["validate"], mode=opts["mode"])
+            if backup_file:
+                result["backup_file"] = backup_file
+    except KubenodeGcError as exc:
+        raise scrub_error(exc, secrets)
+    result["diff"] = redacted_diff(path, planned["before"], planned["after"], found)
+    return scrub_all(result, secrets)

@@ -15,15 +15,17 @@ result says which files were already written.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _cri, _runtime_config_policy as rc, _snapshot
 from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options, require_cri_libraries, require_library
-from ansible_collections.kubenode.gc.plugins.module_utils._config_io import ConfigFileError, file_mode, unified_diff_dict
-from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError, OptionError
+from ansible_collections.kubenode.gc.plugins.module_utils._config_io import ConfigFileError, file_mode, redact_texts, redacted_diff
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError, KubenodeGcError, OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils._findings import finding, sort_findings
-from ansible_collections.kubenode.gc.plugins.module_utils._toml_edit import HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR
+from ansible_collections.kubenode.gc.plugins.module_utils._redact import scrub_all, scrub_error
+from ansible_collections.kubenode.gc.plugins.module_utils._toml_edit import HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR, redact_text
 
 CRIO_ONLY = ("storage_path", "storage_content", "dropin_dir")
 
@@ -78,15 +80,21 @@ def plan(runtime, opts, texts, read_text=None):
 
 
 def read_files(files, runtime, opts):
-    """path -> text on disk (None when missing), in the order the runtime reads them."""
+    """(path -> text on disk (None when missing), in the order the runtime reads them; path -> resolved path of the files it may write).
+
+    The files it may write (containerd's config.toml, cri-o's storage.conf and crio.conf) are read at the end of
+    their symbolic links (a dangling link fails); drop-ins are only read.
+    """
     if runtime == "containerd":
         paths = [opts["path"] or rc.CONTAINERD_PATH]
     else:
         dropin_dir = opts["dropin_dir"] or rc.DROPIN_DIR
         dropins = sorted(f for f in _listdir(dropin_dir) if f.endswith(".conf"))
         paths = [opts["storage_path"] or rc.STORAGE_PATH, opts["path"] or rc.CRIO_PATH] + [os.path.join(dropin_dir, f) for f in dropins]
-    texts = {path: files.read_text(path) for path in paths}
-    return {path: text for path, text in texts.items() if text is not None or path not in paths[2:]}
+    owned = paths[:1] if runtime == "containerd" else paths[:2]
+    resolved = {path: files.resolve_path(path) for path in owned}
+    texts = {path: files.read_text(resolved.get(path, path)) for path in paths}
+    return {path: text for path, text in texts.items() if text is not None or path not in paths[2:]}, resolved
 
 
 def go_glob(pattern):
@@ -116,9 +124,23 @@ def _listdir(path, quiet=False):
 
 
 def run(files, opts, check_mode=False):
-    """Read, plan, query the runtime, and (unless check mode) write; returns the module's result with ``diff``."""
+    """Read, plan, query the runtime, and (unless check mode) write; returns the module's result with ``diff``.
+
+    Symbolic links are followed for the files it writes: the targets are read and replaced (``resolved_path``,
+    ``resolved_files``). Secret values (_redact) are replaced by the marker in ``diff`` and removed from every
+    message, including errors.
+    """
     runtime = opts["runtime"]
-    disk = read_files(files, runtime, opts)
+    disk, resolved = read_files(files, runtime, opts)
+    redact = functools.partial(redact_text, path="the config file")
+    secrets = redact_texts(list(disk.values()) + [opts["content"], opts["storage_content"]], redact)[1]
+    try:
+        return _run(files, opts, check_mode, runtime, disk, resolved, redact)
+    except KubenodeGcError as exc:
+        raise scrub_error(exc, secrets)
+
+
+def _run(files, opts, check_mode, runtime, disk, resolved, redact):
     base = dict(disk)
     main_path = opts["path"] or (rc.CONTAINERD_PATH if runtime == "containerd" else rc.CRIO_PATH)
     if opts["content"] is not None:
@@ -142,24 +164,28 @@ def run(files, opts, check_mode=False):
         new = text if text is not None else base[path]
         if new is not None and new != disk[path]:
             writes.append((path, new))
+    found, secrets = redact_texts(list(disk.values()) + list(base.values()) + [text for path, text in writes], redact)
     backups, done = {}, []
     if not check_mode:
         for path, text in writes:
             try:
                 backup = files.write_text(path, text, backup=opts["backup"], validate=opts["validate"] if path == main_path else None, mode=opts["mode"])
             except ConfigFileError as exc:
-                raise ConfigFileError(str(exc), dict(changed=bool(done), files=done, backup_files=backups))
+                partial = dict(changed=bool(done), files=done, resolved_files={p: resolved[p] for p in done}, backup_files=backups)
+                raise ConfigFileError(str(exc), partial)
             done.append(path)
             if backup:
                 backups[path] = backup
-    return dict(
+    return scrub_all(dict(
         changed=bool(writes),
         runtime=runtime,
         files=[path for path, text in writes],
+        resolved_path=resolved[main_path],
+        resolved_files={path: resolved[path] for path, text in writes},
         backup_files=backups,
         current=result["current"],
         changes=[dict(key=k, before=previous.get(k), after=result["current"][k]) for k in changed_keys if k != "config_version"],
         findings=sort_findings(findings),
         rpc_calls=rpc_calls,
-        diff=[unified_diff_dict(path, disk[path], text) for path, text in writes],
-    )
+        diff=[redacted_diff(path, disk[path], text, found) for path, text in writes],
+    ), secrets)

@@ -21,6 +21,7 @@ import re
 import traceback
 
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
+from ansible_collections.kubenode.gc.plugins.module_utils._redact import is_secret_key, redacted, secret_leaves
 
 try:
     import tomlkit
@@ -56,6 +57,40 @@ def parse(text, path):
                     reason, line, col = found.group(1), int(found.group(2)), int(found.group(3))
         where = "line %d, column %d" % (line, col) if line else "an unknown line"
         raise ConfigError("%s is not valid TOML at %s: %s." % (path, where, reason)) from None
+
+
+def redact_text(text, path):
+    """``(text, secret leaves)``: the TOML text with every secret value (_redact) replaced by the marker, the rest as it was.
+
+    Items are replaced in the parsed document's bodies (as the edits are), not through tomlkit's mapping
+    interface, whose proxies for tables split over the file do not write through in every tomlkit version.
+    Raises ConfigError when the text is not TOML.
+    """
+    leaves = secret_leaves(parse(text, path).unwrap())
+    if not leaves:
+        return text, leaves
+    doc = tomlkit.parse(text)
+    _redact_body(doc.body, (), False)
+    return tomlkit.dumps(doc), leaves
+
+
+def _redact_body(body, prefix, inside):
+    for i, (key, item) in enumerate(body):
+        if key is None:
+            continue
+        path = prefix + (key.key,)
+        secret = inside or is_secret_key(key.key, prefix)
+        if isinstance(item, (Table, InlineTable)):
+            _redact_body(item.value.body, path, secret)
+        elif isinstance(item, AoT):
+            for n, table in enumerate(item.body):
+                _redact_body(table.value.body, path + (n,), secret)
+        elif secret and item.unwrap() is not None:
+            new = tomlkit.item(redacted(item.unwrap(), True))
+            if hasattr(item, "trivia"):
+                new.trivia.indent, new.trivia.comment_ws = item.trivia.indent, item.trivia.comment_ws
+                new.trivia.comment, new.trivia.trail = item.trivia.comment, item.trivia.trail
+            body[i] = (key, new)
 
 
 def lookup(data, table, key):

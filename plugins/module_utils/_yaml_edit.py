@@ -23,6 +23,7 @@ import re
 import traceback
 
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
+from ansible_collections.kubenode.gc.plugins.module_utils._redact import redact_in_place, secret_leaves
 
 try:
     from ruamel.yaml import YAML
@@ -78,14 +79,33 @@ def load(text, origin, fmt=None, mapping_of="fields"):
         except YAMLError as exc:
             mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
             problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
+            problem = re.sub(r" with value .*$", "", problem)  # a duplicate key: its name, never the values (they may be secrets)
             where = "line %d, column %d: " % (mark.line + 1, mark.column + 1) if mark else ""
             raise ConfigError("Cannot parse %s as YAML: %s%s." % (origin, where, problem.rstrip(".")))
+        except (ValueError, TypeError, OverflowError):  # a tagged value (!!int abc) that does not convert: the text quotes it
+            raise ConfigError("Cannot parse %s as YAML: a tagged value does not convert to the type of its tag." % origin) from None
         match = re.match(r"(?:[ \t]*(?:#[^\n]*)?\n|%[^\n]*\n)*---[ \t]*(?:#[^\n]*)?\n", text)
         doc = Document("yaml", data, yaml=yaml, preamble=match.group(0) if match else "")
     if not isinstance(doc.data, dict):
         what = "empty" if doc.data is None else {"array": "a list", "number": "a number", "bool": "a boolean"}.get(json_type(doc.data), "a string")
         raise ConfigError("The top level of %s is %s, not a mapping of %s." % (origin, what, mapping_of))
     return doc
+
+
+def redact_text(text, origin):
+    """``(text, secret leaves)``: the YAML or JSON text with every secret value (_redact) replaced by the marker.
+
+    A text without secrets comes back as it is; one with secrets is dumped again as the module writes files.
+    Raises ConfigError when the text does not parse; a text of only comments and blank lines has no secrets.
+    """
+    if not re.sub(r"(?m)^[ \t]*(#.*)?$", "", text).strip():
+        return text, []
+    doc = load(text, origin)
+    leaves = secret_leaves(doc.data)
+    if not leaves:
+        return text, leaves
+    redact_in_place(doc.data)
+    return dump(doc), leaves
 
 
 def guess_indent(text):

@@ -59,7 +59,7 @@ attributes:
     description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
     details:
-      - The file's text before and after.
+      - The file's text before and after, with secret values redacted (see RV(diff)).
   idempotent:
     description: When run twice in a row outside check mode, with the same arguments, the second run indicates no change.
     support: full
@@ -133,6 +133,14 @@ options:
       - /lib/systemd/system/kubelet.service.d/*.conf
 notes:
   - The kubelet reads its configuration only when it starts; restart it (for example with a handler) after a change.
+  - Secret values are never returned. Every value under a secret-bearing key - C(staticPodURLHeader) (all header values)
+    and any key named like C(password), C(token), C(secret), C(auth), C(private_key) or C(client_key) (see RV(config)) - is
+    replaced by V(VALUE_SPECIFIED_IN_NO_LOG_PARAMETER) in RV(config), RV(effective) and the diff, and removed from every
+    message. All return values are therefore safe to log; the module's own arguments are not redacted, so give
+    O(content) holding credentials with C(no_log) on the task.
+  - When O(path) (or the file found) is a symbolic link, or a chain of them, the file at its end is read, backed up and
+    replaced, keeping its owner and mode, and the links stay as they are (RV(resolved_path)). A link to nothing fails the
+    task and nothing is created.
   - The RV(findings) check C(gc_high_at_or_above_eviction) compares the image GC high threshold only with percentage
     C(imagefs.available) thresholds; a quantity threshold such as V(10Gi) cannot be compared without the disk size.
 requirements:
@@ -193,7 +201,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 path:
-  description: The configuration file read (and written).
+  description: The configuration file read (and written), as given or found; it may be a symbolic link.
   returned: always
   type: str
   sample: /var/lib/kubelet/config.yaml
@@ -217,6 +225,11 @@ root_dir:
   type: str
   sample: /var/lib/kubelet
   version_added: 0.1.0
+resolved_path:
+  description: The file actually read and written, RV(path) with every symbolic link followed.
+  returned: always
+  type: str
+  sample: /etc/kubernetes/kubelet/config-1.31.yaml
 format:
   description: The file's format, V(yaml) or V(json).
   returned: always
@@ -233,7 +246,14 @@ backup_file:
   type: str
   sample: /var/lib/kubelet/config.yaml.12345.2026-01-01@10:00:00~
 config:
-  description: The file's resulting top-level mapping (in check mode, what it would be), as plain data.
+  description:
+    - The file's resulting top-level mapping (in check mode, what it would be), as plain data.
+    - Redacted - every scalar under C(staticPodURLHeader), and under any key whose name (case-insensitively, without C(_)
+      and C(-)) is C(auth), C(auths), C(header), C(headers), C(identitytoken), C(registrytoken), C(password), C(passwd),
+      C(token), C(bearertoken), C(secret), C(privatekey), C(clientkey), C(apikey), C(credentials) or C(authorization)
+      (but not the top-level C(authorization) settings), or ends with C(password), C(passwd), C(token), C(secret),
+      C(privatekey), C(clientkey), C(apikey), C(secretkey), C(auth) or C(auths), is V(VALUE_SPECIFIED_IN_NO_LOG_PARAMETER).
+      Header names and file paths (C(tlsPrivateKeyFile)) stay.
   returned: always
   type: dict
   sample: {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "imageGCHighThresholdPercent": 75}
@@ -337,7 +357,11 @@ findings:
         thresholds, so nodefs.inodesFree<5%, imagefs.inodesFree<5% are not monitored; list them too or set
         mergeDefaultEvictionSettings: true (kubelet v1.33+)"
 diff:
-  description: The file's text before and after.
+  description:
+    - The file's text before and after, with every secret value (see RV(config)) replaced by
+      V(VALUE_SPECIFIED_IN_NO_LOG_PARAMETER). A text that cannot be parsed is shown as that marker alone.
+    - When a secret value itself changes, both sides show the marker and C(after_header) is the
+      path followed by the dotted keys of the changed secret values, in parentheses.
   returned: when diff mode is on
   type: dict
   sample: {"before": "imageGCHighThresholdPercent: 85\n", "after": "imageGCHighThresholdPercent: 75\n"}

@@ -49,7 +49,7 @@ attributes:
     description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
     details:
-      - One before/after diff per file that changes.
+      - One before/after diff per file that changes, with secret values redacted (see RV(diff)).
   idempotent:
     description: When run twice in a row outside check mode, with the same arguments, the second run indicates no change.
     support: full
@@ -132,6 +132,15 @@ notes:
   - "CRI-O: a drop-in overriding a setting of O(settings) is a C(dropin_overrides) warning, not a failure (drop-ins are
     not edited). containers/storage as CRI-O 1.37 uses it has no C(storage.conf) drop-ins."
   - Runtime findings describe the running runtime, which still uses the old values until it is restarted.
+  - Secret values are never returned. Every value under a secret-bearing key - containerd's registry C(auth) tables
+    (C(username), C(password), C(auth), C(identitytoken)), C(auths), C(headers)/C(header), and any key named like
+    C(password), C(token), C(secret), C(auth), C(private_key) or C(client_key) - is replaced by
+    V(VALUE_SPECIFIED_IN_NO_LOG_PARAMETER) in RV(diff) and removed from every message. Paths such as cri-o's
+    C(global_auth_file) are not secrets. All return values are therefore safe to log; the module's own arguments are not
+    redacted, so give O(content) or O(storage_content) holding credentials with C(no_log) on the task.
+  - When O(path) or O(storage_path) (or their defaults) is a symbolic link, or a chain of them, the file at its end is read,
+    backed up and replaced, keeping its owner and mode, and the links stay as they are (RV(resolved_path),
+    RV(resolved_files)). A link to nothing fails the task and nothing is created. Drop-ins are only read.
 seealso:
   - module: kubenode.gc.cri_info
   - name: containerd CRI plugin configuration
@@ -198,8 +207,26 @@ backup_files:
   returned: always
   type: dict
   sample: {"/etc/containerd/config.toml": "/etc/containerd/config.toml.12345.2026-01-01@10:00:00~"}
+resolved_path:
+  description: The main configuration file (O(path) or its default) with every symbolic link followed.
+  returned: always
+  type: str
+  sample: /etc/containerd/config.toml
+resolved_files:
+  description: For each file of RV(files), the file actually written (in check mode, that would be), links followed.
+  returned: always
+  type: dict
+  sample: {"/etc/containerd/config.toml": "/etc/containerd/config-generated.toml"}
 diff:
-  description: One diff per file that changes, with C(before), C(after), C(before_header) and C(after_header).
+  description:
+    - One diff per file that changes, with C(before), C(after), C(before_header) and C(after_header).
+    - Redacted - every scalar under a key whose name (case-insensitively, without C(_) and C(-)) is C(auth), C(auths),
+      C(authorization), C(header), C(headers), C(identitytoken), C(registrytoken), C(password), C(passwd), C(token),
+      C(bearertoken), C(secret), C(privatekey), C(clientkey), C(apikey) or C(credentials), or ends with C(password),
+      C(passwd), C(token), C(secret), C(privatekey), C(clientkey), C(apikey), C(secretkey), C(auth) or C(auths), is
+      V(VALUE_SPECIFIED_IN_NO_LOG_PARAMETER); a text that cannot be parsed is shown as that marker alone. When a secret
+      value itself changes, both sides show the marker and C(after_header) is the
+      path followed by the dotted keys of the changed secret values, in parentheses.
   returned: in diff mode
   type: list
   elements: dict

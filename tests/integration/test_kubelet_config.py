@@ -301,3 +301,80 @@ def test_ansible_doc_renders(collections_path):
     ansible_doc = os.path.join(os.path.dirname(sys.executable), "ansible-doc")
     out = subprocess.run([ansible_doc, MODULE], env=env, capture_output=True, text=True, check=True)
     assert "flag_overrides" in out.stdout and "gc_high_at_or_above_eviction" in out.stdout
+
+
+# -- issue 11, item 4: secrets never in results; item 5: symlinked config files --------------------------------------
+
+TOKEN = "eyJhbGciOiJSUzI1NiJ9.kubelet-static-pods.c2lnbmF0dXJl"
+SECRET_CONFIG = CONFIG + """\
+staticPodURL: https://pods.example.com/node-1
+staticPodURLHeader:
+  Authorization:
+  - "Bearer %s"
+  X-Cluster: [prod-eu-1]
+""" % TOKEN
+
+
+@pytest.mark.parametrize("check, diff", [(False, False), (False, True), (True, False), (True, True)])
+def test_static_pod_url_header_token_is_in_no_result(ansible, node, interpreter, check, diff):
+    config = node / "config.yaml"
+    config.write_text(SECRET_CONFIG)
+    read = run(ansible, node, interpreter, check=check, diff=diff, path=str(config))
+    res = run(ansible, node, interpreter, check=check, diff=diff, path=str(config), settings=SETTINGS)
+    for result in (read, res):
+        assert not result.get("failed"), result.get("msg")
+        assert TOKEN not in json.dumps(result)
+        assert result["config"]["staticPodURLHeader"] == {"Authorization": ["VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"],
+                                                          "X-Cluster": ["VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"]}
+        assert result["config"]["staticPodURL"] == "https://pods.example.com/node-1"
+    assert res["changed"] is True and res["config"]["imageGCHighThresholdPercent"] == 75
+    if diff:
+        assert "imageGCHighThresholdPercent: 85" in res["diff"]["before"] and "imageGCHighThresholdPercent: 75" in res["diff"]["after"]
+        assert '- "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"' in res["diff"]["after"] and res["diff"]["after_header"] == str(config)
+    else:
+        assert "diff" not in res
+    assert config.read_text() == (SECRET_CONFIG if check else EXPECTED + SECRET_CONFIG[len(CONFIG):])  # the token itself stays
+
+
+def test_validate_output_quoting_the_token_is_scrubbed(ansible, node):
+    config = node / "config.yaml"
+    config.write_text(SECRET_CONFIG)
+    before = snapshot(node)
+    res = run(ansible, node, path=str(config), settings=SETTINGS, validate="sh -c 'grep Bearer %s >&2; exit 1'")
+    assert res["failed"] is True and TOKEN not in json.dumps(res)
+    assert res["msg"].endswith('(rc 1): - "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER".')  # the value is "Bearer <token>"
+    assert snapshot(node) == before
+
+
+def test_symlinked_config_is_edited_at_its_target(ansible, node, interpreter):
+    real = node / "kubelet"
+    real.mkdir()
+    target = real / "config.yaml"
+    target.write_text(CONFIG)
+    os.chown(target, 1234, 2345)
+    os.chmod(target, 0o600)
+    (node / "config-current.yaml").symlink_to(target)
+    link = node / "config.yaml"
+    link.symlink_to("config-current.yaml")  # a chain of two links, the first relative
+    res = run(ansible, node, interpreter, path=str(link), settings=SETTINGS, backup=True)
+    assert not res.get("failed"), res.get("msg")
+    assert res["changed"] is True and res["path"] == str(link) and res["resolved_path"] == str(target)
+    assert os.path.islink(link) and os.readlink(link) == "config-current.yaml" and os.readlink(node / "config-current.yaml") == str(target)
+    assert target.read_text() == EXPECTED
+    st = os.stat(target)
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (1234, 2345, 0o600)
+    assert os.path.dirname(res["backup_file"]) == str(real) and open(res["backup_file"]).read() == CONFIG
+    assert sorted(os.listdir(node)) == ["config-current.yaml", "config.yaml", "kubelet", "kubelet.service.d"]
+    again = run(ansible, node, interpreter, path=str(link), settings=SETTINGS)
+    assert again["changed"] is False and again["resolved_path"] == str(target)
+
+
+def test_dangling_symlink_fails_and_changes_nothing(ansible, node):
+    link = node / "config.yaml"
+    link.symlink_to(node / "missing" / "config.yaml")
+    before = snapshot(node)
+    res = run(ansible, node, path=str(link), content=CONFIG, settings=SETTINGS)
+    assert res["failed"] is True and one_sentence(res["msg"])
+    assert res["msg"] == "%s is a symbolic link to %s, which does not exist; not creating a file at the end of a link." % (
+        link, node / "missing" / "config.yaml")
+    assert snapshot(node) == before and os.path.islink(link) and not os.path.exists(node / "missing")

@@ -3,6 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """kubenode.gc.runtime_config on files in tmp_path, and its runtime findings against every real runtime."""
 
+import json
 import os
 import re
 import subprocess
@@ -542,3 +543,100 @@ def test_a_setting_an_import_overrides_is_refused_and_nothing_changes(ansible, t
         "%s imports %s, which does not exist, so containerd would not start; create it or remove the import." % (files["extra"], files["nested"])
     )
     assert state(main, files["a"], files["extra"]) == {k: v for k, v in before.items() if k != files["nested"]}
+
+
+# -- issue 11, item 4: secrets never in results; item 5: symlinked config files --------------------------------------
+
+PASSWORD = "ctrd-pull-robot-Pa55w0rd!"
+AUTH = "cm9ib3Q6Y3RyZC1wdWxsLXJvYm90LVBhNTV3MHJkIQ=="
+IDENTITY = "idt-7f3c2a9b1e"
+V2_SECRETS = V2 + """
+[plugins."io.containerd.grpc.v1.cri".registry.configs."registry.example.com".auth]
+  username = "robot"
+  password = "%s"
+  auth = "%s"
+  identitytoken = "%s"
+""" % (PASSWORD, AUTH, IDENTITY)
+CRIO_TOKEN = "crio-registry-token-5e6f7a8b"
+# cri-o has no inline credential key of its own (global_auth_file names a file); a site's table with one is redacted by name
+CRIO_SECRETS = CRIO + """global_auth_file = "/etc/crio/auth.json"
+
+[crio.site]
+registry_token = "%s"
+""" % CRIO_TOKEN
+MARKER = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
+
+
+@pytest.mark.parametrize("check, diff", [(False, False), (False, True), (True, False), (True, True)])
+def test_registry_credentials_are_in_no_result(ansible, tmp_path, interpreter, check, diff):
+    path = write(tmp_path / "config.toml", V2_SECRETS)
+    args = {"runtime": "containerd", "path": path}
+    read = ok(run(ansible, args, interpreter, check=check, diff=diff))
+    res = ok(run(ansible, dict(args, settings={"root": "/data/containerd"}), interpreter, check=check, diff=diff))
+    for result in (read, res):
+        dumped = json.dumps(result)
+        assert PASSWORD not in dumped and AUTH not in dumped and IDENTITY not in dumped
+    assert res["changed"] is True and res["current"]["root"] == "/data/containerd"
+    if diff:
+        (d,) = res["diff"]
+        assert 'root = "/var/lib/containerd"' in d["before"] and 'root = "/data/containerd"' in d["after"]
+        assert d["after"].count(MARKER) == 4 and d["before"].replace("/var/lib/containerd", "/data/containerd") == d["after"]
+    else:
+        assert "diff" not in res
+    edited = V2_SECRETS.replace('root = "/var/lib/containerd"', 'root = "/data/containerd"')
+    assert open(path).read() == (V2_SECRETS if check else edited)  # the credentials themselves stay
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_crio_credentials_are_in_no_result(ansible, tmp_path, interpreter, check):
+    storage = write(tmp_path / "storage.conf", STORAGE)
+    crio = write(tmp_path / "crio.conf", CRIO_SECRETS)
+    args = {"runtime": "crio", "path": crio, "storage_path": storage, "dropin_dir": str(tmp_path / "none"), "settings": {"graphroot": "/data/storage"}}
+    res = ok(run(ansible, args, interpreter, check=check, diff=True))
+    assert res["changed"] is True and CRIO_TOKEN not in json.dumps(res)
+    assert [d["before_header"] for d in res["diff"]] == [crio, storage]
+    assert 'registry_token = "%s"' % MARKER in res["diff"][0]["after"] and 'global_auth_file = "/etc/crio/auth.json"' in res["diff"][0]["after"]
+    assert 'root = "/data/storage"' in res["diff"][0]["after"]
+    assert CRIO_TOKEN in open(crio).read()
+
+
+def test_symlinked_files_are_edited_at_their_targets(ansible, tmp_path, interpreter):
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    target = write(etc / "config.toml", V2, 0o640)
+    os.chown(target, 1234, 2345)
+    os.symlink("etc/config.toml", tmp_path / "config.toml")
+    link = str(tmp_path / "config.toml")
+    settings = {"root": "/data/containerd/", "sandbox_image": "registry.k8s.io/pause:3.9", "snapshotter": "overlayfs"}
+    res = ok(run(ansible, {"runtime": "containerd", "path": link, "settings": settings, "backup": True}, interpreter))
+    assert res["changed"] is True and res["files"] == [link]
+    assert res["resolved_path"] == target and res["resolved_files"] == {link: target}
+    assert os.path.islink(link) and os.readlink(link) == "etc/config.toml"
+    assert open(target).read() == V2_AFTER
+    st = os.stat(target)
+    assert (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (0o640, 1234, 2345)
+    assert os.path.dirname(res["backup_files"][link]) == str(etc) and open(res["backup_files"][link]).read() == V2
+    assert ok(run(ansible, {"runtime": "containerd", "path": link, "settings": settings}, interpreter))["changed"] is False
+
+    # cri-o: storage.conf and crio.conf both links (a chain for storage.conf)
+    write(etc / "storage.conf", STORAGE)
+    write(etc / "crio.conf", CRIO)
+    os.symlink(str(etc / "storage.conf"), tmp_path / "storage-real.conf")
+    os.symlink("storage-real.conf", tmp_path / "storage.conf")
+    os.symlink(str(etc / "crio.conf"), tmp_path / "crio.conf")
+    args = {"runtime": "crio", "path": str(tmp_path / "crio.conf"), "storage_path": str(tmp_path / "storage.conf"), "dropin_dir": str(tmp_path / "none"),
+            "settings": {"graphroot": "/data/storage"}}
+    res = ok(run(ansible, args, interpreter))
+    assert res["resolved_files"] == {str(tmp_path / "crio.conf"): str(etc / "crio.conf"), str(tmp_path / "storage.conf"): str(etc / "storage.conf")}
+    assert res["resolved_path"] == str(etc / "crio.conf")
+    assert all(os.path.islink(tmp_path / n) for n in ("crio.conf", "storage.conf", "storage-real.conf"))
+    assert 'graphroot = "/data/storage"' in open(etc / "storage.conf").read() and 'root = "/data/storage"' in open(etc / "crio.conf").read()
+
+
+def test_dangling_symlink_fails_and_changes_nothing(ansible, tmp_path):
+    link = tmp_path / "config.toml"
+    os.symlink(str(tmp_path / "gone" / "config.toml"), link)
+    res = run(ansible, {"runtime": "containerd", "path": str(link), "content": V2, "settings": {"root": "/data"}})
+    assert one_sentence_failure(res) == "%s is a symbolic link to %s, which does not exist; not creating a file at the end of a link." % (
+        link, tmp_path / "gone" / "config.toml")
+    assert not os.path.exists(tmp_path / "gone") and os.readlink(link) == str(tmp_path / "gone" / "config.toml")
