@@ -411,6 +411,11 @@ def test_second_concurrent_run_waits_then_fails_clearly(ansible, runtime, tmp_pa
         (dict(keep_images=["busybox:*", ""]), "keep_images must not contain an empty pattern; remove it or name the image to keep."),
         (dict(lock_timeout="nan"), "lock_timeout must be a finite number of seconds, 0 or more, got nan."),
         (dict(cri_timeout="inf"), "cri_timeout must be a finite number of seconds, got inf."),
+        # issue 14, item 3
+        (dict(inodes_high_threshold_percent=90),
+         "inodes_high_threshold_percent and inodes_low_threshold_percent must be set together, got only inodes_high_threshold_percent."),
+        (dict(inodes_high_threshold_percent=80, inodes_low_threshold_percent=80),
+         "inodes_low_threshold_percent 80 must be less than inodes_high_threshold_percent 80."),
     ],
 )
 def test_bad_input_fails_in_one_sentence_and_changes_nothing(ansible, mixed, args, msg):
