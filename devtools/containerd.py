@@ -96,8 +96,9 @@ class EmbeddedContainerd(EmbeddedRuntime):
     daemon = "containerd"
     socket_name = "containerd.sock"
 
-    def __init__(self, workdir=None, imagefs_size="128M", sandbox_image=SANDBOX_IMAGE, socket=None, bin_dir=None, line="1.6", name=None):
-        super().__init__(workdir=workdir, imagefs_size=imagefs_size, sandbox_image=sandbox_image, socket=socket)
+    def __init__(self, workdir=None, imagefs_size="128M", sandbox_image=SANDBOX_IMAGE, socket=None, bin_dir=None, line="1.6", name=None,
+                 imagefs_inodes=None):
+        super().__init__(workdir=workdir, imagefs_size=imagefs_size, sandbox_image=sandbox_image, socket=socket, imagefs_inodes=imagefs_inodes)
         self.bin_dir = bin_dir
         self.line = line
         self.name = name or "containerd-%s" % line

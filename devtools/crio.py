@@ -82,8 +82,9 @@ class EmbeddedCrio(EmbeddedRuntime):
     daemon = "cri-o"
     socket_name = "crio.sock"
 
-    def __init__(self, workdir=None, imagefs_size="128M", sandbox_image=SANDBOX_IMAGE, socket=None, bin_dir=None, split=True, containerfs_size=None):
-        super().__init__(workdir=workdir, imagefs_size=imagefs_size, sandbox_image=sandbox_image, socket=socket)
+    def __init__(self, workdir=None, imagefs_size="128M", sandbox_image=SANDBOX_IMAGE, socket=None, bin_dir=None, split=True, containerfs_size=None,
+                 imagefs_inodes=None):
+        super().__init__(workdir=workdir, imagefs_size=imagefs_size, sandbox_image=sandbox_image, socket=socket, imagefs_inodes=imagefs_inodes)
         self.bin_dir = bin_dir or crio_dir()
         if not self.bin_dir:
             raise RuntimeError("no cri-o binaries: set %s to a directory holding crio and pinns, or provide ../shared/runtimes" % CRIO_DIR_ENV)
@@ -118,6 +119,10 @@ class EmbeddedCrio(EmbeddedRuntime):
     @property
     def containerfs_mountpoint(self):
         return os.path.join(self.root, DRIVER + "-containers")
+
+    @property
+    def imagefs_mount(self):
+        return self.store
 
     @property
     def imagefs_mounts(self):

@@ -4,7 +4,7 @@
 """Build small container images offline, as one docker-archive tar.
 
 Every image is busybox-static plus, optionally, a filler layer of random bytes
-of a chosen size.  The busybox layer is byte-identical across images when
+of a chosen size and a layer of many small files (one inode each, few bytes).  The busybox layer is byte-identical across images when
 ``share_base`` is true (so containerd stores it once); otherwise each image
 gets its own copy, made unique by a marker file.
 """
@@ -75,10 +75,17 @@ def filler_layer(size, seed):
     return _layer([{"name": "data", "kind": tarfile.DIRTYPE, "mode": 0o755}, {"name": "data/fill", "data": data}])
 
 
-class ImageSpec:
-    """One image to build: its tags, filler size in bytes and whether the busybox base is shared."""
+def files_layer(count, seed):
+    """A layer of ``count`` small files, unique to ``seed`` (so no two images share it): many inodes, few bytes."""
+    entries = [{"name": "many", "kind": tarfile.DIRTYPE, "mode": 0o755}]
+    entries += [{"name": "many/f%05d" % n, "data": ("%s %d\n" % (seed, n)).encode()} for n in range(count)]
+    return _layer(entries)
 
-    def __init__(self, tags, size=0, share_base=True, entrypoint=None, seed=None, shared_size=0):
+
+class ImageSpec:
+    """One image to build: its tags, filler size in bytes, whether the busybox base is shared and how many small files it adds."""
+
+    def __init__(self, tags, size=0, share_base=True, entrypoint=None, seed=None, shared_size=0, files=0):
         self.tags = [tags] if isinstance(tags, str) else list(tags)
         self.size = int(size)
         # a second layer of this many random bytes, identical in every image asking for the same size
@@ -86,6 +93,7 @@ class ImageSpec:
         self.share_base = share_base
         self.entrypoint = entrypoint or ["/bin/sh"]
         self.seed = seed if seed is not None else self.tags[0]
+        self.files = int(files)  # a layer of this many small files, unique to the image
 
 
 def build_archive(path, specs):
@@ -109,6 +117,8 @@ def build_archive(path, specs):
                 layers.append(filler_layer(spec.shared_size, "shared-%d" % spec.shared_size))
             if spec.size > 0:
                 layers.append(filler_layer(spec.size, spec.seed))
+            if spec.files > 0:
+                layers.append(files_layer(spec.files, spec.seed))
             names, diff_ids = zip(*(blob(layer) for layer in layers))
             config = {
                 "architecture": go_arch(),

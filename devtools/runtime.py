@@ -122,9 +122,11 @@ class EmbeddedRuntime:
     daemon = None  # name of the daemon in messages
     socket_name = "cri.sock"
 
-    def __init__(self, workdir=None, imagefs_size="128M", sandbox_image=SANDBOX_IMAGE, socket=None):
+    def __init__(self, workdir=None, imagefs_size="128M", sandbox_image=SANDBOX_IMAGE, socket=None, imagefs_inodes=None):
         self.workdir = os.path.realpath(workdir or tempfile.mkdtemp(prefix="kubenode-gc-%s-" % self.kind.replace("-", "")))
         self.imagefs_size = parse_size(imagefs_size)
+        # tmpfs nr_inodes of the image filesystem's mount (None: the kernel's default, half the RAM pages)
+        self.imagefs_inodes = int(imagefs_inodes) if imagefs_inodes else None
         self.sandbox_image = sandbox_image
         self.root = os.path.join(self.workdir, "root")
         self.state = os.path.join(self.workdir, "state")
@@ -152,6 +154,11 @@ class EmbeddedRuntime:
     def imagefs_mounts(self):
         """{tmpfs mount point: size in bytes} that ``prepare()`` mounts."""
         return {self.root: self.imagefs_size}
+
+    @property
+    def imagefs_mount(self):
+        """The tmpfs mount point (a key of ``imagefs_mounts``) that holds the image filesystem: ``imagefs_inodes`` applies to it."""
+        return self.root
 
     def write_config(self):
         raise NotImplementedError
@@ -186,7 +193,10 @@ class EmbeddedRuntime:
         os.makedirs(os.path.dirname(self.socket), exist_ok=True)
         for mountpoint, size in self.imagefs_mounts.items():
             os.makedirs(mountpoint, exist_ok=True)
-            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d,mode=0711" % size, "kubenode-gc-imagefs", mountpoint], check=True)
+            opts = "size=%d,mode=0711" % size
+            if self.imagefs_inodes and mountpoint == self.imagefs_mount:
+                opts += ",nr_inodes=%d" % self.imagefs_inodes
+            subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "kubenode-gc-imagefs", mountpoint], check=True)
         self.write_config()
 
     def launch(self, timeout=60):

@@ -173,7 +173,11 @@ def _node(node):
         findings.append(_finding("audit", "warning", "over_high_threshold",
                                  "The image filesystem %s is %d%% used, at or above the image GC high threshold of %d%% (%s)."
                                  % (imagefs["mountpoint"] or "(unknown mountpoint)", usage, thresholds["high_percent"], thresholds["source"])))
-    if policy_run is not None and policy_run.get("insufficient"):
+    if policy_run is not None and policy_run.get("insufficient") and not _int(policy_run.get("bytes_to_free")) and _int(policy_run.get("inodes_to_free")):
+        findings.append(_finding("image_gc", "warning", "gc_insufficient",
+                                 "Image GC under the node's policy would not bring inode usage from %s%% down to the low inode threshold "
+                                 "(estimated); the rest is used by images in use or by non-image data." % policy_run.get("inodes_usage_before")))
+    elif policy_run is not None and policy_run.get("insufficient"):
         findings.append(_finding("image_gc", "warning", "gc_insufficient",
                                  "Image GC under the node's policy would free %s of the %s needed to bring usage from %s%% down to the low "
                                  "threshold; the rest is used by images in use or by non-image data."
@@ -210,7 +214,7 @@ def _node(node):
     )
 
 
-def audit_report(nodes, generated_at=None, policy=None, top_images=50):
+def audit_report(nodes, generated_at=None, policy=None, top_images=50, eviction_margin_percent=5):
     """Build the fleet audit report (schema_version 2, docs/report-schema.md) from the playbook's per-node dicts."""
     if not isinstance(nodes, (list, tuple)):
         raise AnsibleFilterError("audit_report expects a list of node dicts, got a %s." % type(nodes).__name__)
@@ -234,7 +238,10 @@ def audit_report(nodes, generated_at=None, policy=None, top_images=50):
     report = dict(schema_version=SCHEMA_VERSION, generated_at=None if generated_at is None else str(generated_at),
                   policy=dict(policy or {}), summary=summary, nodes=out)
     # schema 2: health, headroom, eviction threshold, the fleet's images (plugin_utils/_report_fleet.py)
-    return enrich(report, nodes, top_images=_int(top_images) or 0)
+    margin = _int(eviction_margin_percent)
+    if margin is None or margin < 0:
+        raise AnsibleFilterError("audit_report expects eviction_margin_percent to be an integer, 0 or more, got %r." % (eviction_margin_percent,))
+    return enrich(report, nodes, top_images=_int(top_images) or 0, eviction_margin=margin)
 
 
 def human_bytes_filter(value):

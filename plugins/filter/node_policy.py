@@ -22,6 +22,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._errors import Kubenod
 from ansible_collections.kubenode.gc.plugins.module_utils._findings import at_or_above
 from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config_policy import detect_runtime
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import image_filesystem as _image_filesystem
+from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import usage_percent as _usage_percent
 
 # image_gc option -> (KubeletConfiguration key, the kubelet's default)
 IMAGE_GC_KEYS = (
@@ -84,6 +85,33 @@ def image_filesystem(value):
     return dict(chosen)
 
 
+def _percent(value, name):
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError("imagefs_pressure: %s must be an integer percent, got %r." % (name, value)) from None
+
+
+def imagefs_pressure(value, high, inodes_high=None):
+    """Why a node's image filesystem needs image GC: one sentence per measure at or above its high threshold (bytes: the
+    kubelet's usage percent against ``high``; inodes: the same formula over inodes against ``inodes_high``, when set).
+    An empty list when neither is reached."""
+    fs = image_filesystem(value)
+    high, inodes_high = _percent(high, "high"), _percent(inodes_high, "inodes_high")
+    reasons = []
+    usage = fs.get("usage_percent")
+    if high is not None and usage is not None and int(usage) >= high:
+        reasons.append("imagefs usage %d%% is at or above the high threshold %d%%" % (int(usage), high))
+    total, free = fs.get("inodes_total"), fs.get("inodes_free")
+    if inodes_high is not None and total and free is not None:
+        inodes = _usage_percent(int(total), int(free))
+        if inodes >= inodes_high:
+            reasons.append("imagefs inode usage %d%% is at or above the inode high threshold %d%%" % (inodes, inodes_high))
+    return reasons
+
+
 def findings_at_or_above(findings, fail_on="error"):
     """The findings whose severity fails under ``fail_on`` (error, warning or never), in their order."""
     if findings is None:
@@ -104,5 +132,6 @@ class FilterModule:
             "image_gc_policy": image_gc_policy,
             "runtime_kind": runtime_kind,
             "image_filesystem": image_filesystem,
+            "imagefs_pressure": imagefs_pressure,
             "findings_at_or_above": findings_at_or_above,
         }

@@ -25,7 +25,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError, PolicyError
 from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import check_keep_patterns, keep_matcher
-from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import validate_ages, validate_thresholds
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import validate_ages, validate_inode_thresholds, validate_thresholds
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
     image_filesystem,
     image_users,
@@ -38,7 +38,8 @@ from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
 )
 
 RESULT_KEYS = ("removed", "kept", "usage_before", "usage_after", "bytes_to_free", "bytes_freed_estimated", "bytes_freed_measured",
-               "target_reached", "insufficient", "errors", "ledger")
+               "target_reached", "insufficient", "errors", "ledger", "inodes_usage_before", "inodes_usage_after", "inodes_to_free",
+               "inodes_freed_measured")
 
 
 def options(params):
@@ -46,9 +47,11 @@ def options(params):
     opts = dict(cri_options(params), mode=params["mode"], high=params["high_threshold_percent"], low=params["low_threshold_percent"],
                 keep_images=params["keep_images"], ledger_path=params["ledger_path"] or "", measure_freed=params["measure_freed"],
                 fail_on_insufficient=params["fail_on_insufficient"], max_removals=params["max_removals"],
-                parallelism=params["parallelism"], lock_timeout=params["lock_timeout"])
+                parallelism=params["parallelism"], lock_timeout=params["lock_timeout"],
+                inodes_high=params.get("inodes_high_threshold_percent"), inodes_low=params.get("inodes_low_threshold_percent"))
     try:
         validate_thresholds(opts["high"], opts["low"])
+        validate_inode_thresholds(opts["inodes_high"], opts["inodes_low"])
         for name in ("min_age", "max_age"):
             try:
                 opts[name] = parse_duration(params[name])
@@ -80,6 +83,14 @@ def free_disk_space_failed(usage, capacity, freed):
     return (
         "Insufficient free disk space on the node's image filesystem (%d%% of %s used). Failed to free sufficient space by deleting unused images "
         "(freed %d bytes). Investigate disk usage, as it could be used by active images, logs, volumes, or other data." % (usage, format_size(capacity), freed)
+    )
+
+
+def free_inodes_failed(usage, total, freed):
+    """The inode pass's shortfall, worded like FreeDiskSpaceFailed (the kubelet has no inode GC, so no text of its own)."""
+    return (
+        "Insufficient free inodes on the node's image filesystem (%d%% of %d inodes used). Failed to free sufficient inodes by deleting unused images "
+        "(freed %d inodes). Investigate inode usage, as it could be used by active images, logs, volumes, or other data." % (usage, total, freed)
     )
 
 
@@ -120,6 +131,7 @@ class _State:
         if fs is None:
             raise GcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint)
         self.mountpoint, self.capacity, self.available = fs["mountpoint"], fs["capacity_bytes"] or 0, fs["available_bytes"] or 0
+        self.inodes_total, self.inodes_free = fs.get("inodes_total") or 0, fs.get("inodes_free") or 0
         self.free_time = now if now is not None else time.time_ns()
         self.ledger_path = opts["ledger_path"]
         self.warnings = []
@@ -134,9 +146,10 @@ class _State:
         hints = {i["id"]: min(created[c] for c in i["used_by"]) for i in self.images if i["used_by"]}
         self.records = policy.detect(self.ledger["images"], self.images, in_use, self.free_time, self.free_time, hints)
         gc_opts = policy.PlanOptions(opts["mode"], opts["high"], opts["low"], opts["min_age"], opts["max_age"],
-                                     keep=keep_matcher(opts["keep_images"]), max_removals=opts["max_removals"])
+                                     keep=keep_matcher(opts["keep_images"]), max_removals=opts["max_removals"],
+                                     inodes_high=opts.get("inodes_high"), inodes_low=opts.get("inodes_low"))
         self.plan = policy.plan(self.images, self.records, gc_opts, self.free_time, self.capacity, self.available,
-                                tracking_since=self.ledger["created"])
+                                tracking_since=self.ledger["created"], inodes=(self.inodes_total, self.inodes_free))
 
 
 def _run(client, opts, check_mode, now, statvfs):
@@ -184,6 +197,10 @@ def new_result(plan, check_mode):
         "errors": [],
         "ledger": {"path": "", "saved": False, "records": 0},
         "warnings": [],
+        "inodes_usage_before": plan.inodes_usage_before,
+        "inodes_usage_after": plan.inodes_usage_before,
+        "inodes_to_free": max(plan.inodes_to_free, 0),
+        "inodes_freed_measured": None if check_mode else 0,
     }
 
 
@@ -191,13 +208,19 @@ def _predict(result, state, opts):
     """Check mode: the plan as the result, freed bytes and usage after estimated from the image sizes."""
     plan = state.plan
     space_reason = "prune" if opts["mode"] == "prune" else "space"
-    result["removed"] = [_entry(i, "age") for i in plan.age] + [_entry(i, space_reason) for i in plan.space]
+    result["removed"] = [_entry(i, "age") for i in plan.age] + [_entry(i, space_reason) for i in plan.space] + [_entry(i, "inodes") for i in plan.inode_space]
     result["bytes_freed_estimated"] = sum(r["size"] for r in result["removed"])
     if state.capacity:
         result["usage_after"] = usage_percent(state.capacity, state.available + result["bytes_freed_estimated"])
+    if state.inodes_total:
+        # every planned removal frees the average inodes per image (the CRI gives no per-image count)
+        per_image = policy.inode_estimate(state.inodes_total - state.inodes_free, len(state.images))
+        result["inodes_usage_after"] = usage_percent(state.inodes_total, min(state.inodes_total, state.inodes_free + per_image * len(result["removed"])))
     if plan.threshold_hit and plan.estimated_short:
         # a planned shortfall is a result, not a warning: nothing has failed yet (the real run warns)
         _insufficient(result, plan, state.capacity, sum(i["size"] for i in plan.space), warn=False)
+    if plan.inode_hit and plan.inodes_estimated_short:
+        _insufficient_inodes(result, plan, state.inodes_total, plan.inode_estimate * len(plan.inode_space), warn=False)
 
 
 def _remove(result, state, opts, client, statvfs):
@@ -241,6 +264,8 @@ def _remove(result, state, opts, client, statvfs):
                 plan.bytes_to_free, executor.freed_by_reason["space"], _aggregate(result["errors"][errors_before:]))
         elif remaining() > 0:
             _insufficient(result, plan, capacity, executor.freed_by_reason["space"])
+    if plan.inode_hit and not result.get("stop_message") and not executor.stopped:
+        _inode_pass(result, state, opts, executor, statvfs)
     if executor.stopped:
         # the runtime failed mid-run (it went away, or the container re-list failed): no further call, the partial result
         result["stop_message"] = "The run stopped after %d image(s) were removed: %s" % (len(result["removed"]), executor.stopped)
@@ -249,6 +274,9 @@ def _remove(result, state, opts, client, statvfs):
     result["bytes_freed_estimated"] = sum(r["size"] for r in result["removed"])
     result["bytes_freed_measured"] = max(0, after["available_bytes"] - state.available)
     result["usage_after"] = after["usage_percent"] if capacity else None
+    if state.inodes_total and after.get("inodes_total"):
+        result["inodes_usage_after"] = usage_percent(after["inodes_total"], after["inodes_free"])
+        result["inodes_freed_measured"] = max(0, after["inodes_free"] - state.inodes_free)
     # one reason per image not removed: what the plan protected or skipped, races, and the rest not needed
     kept = result["kept"]
     kept["in_use"] += len(executor.raced)
@@ -269,6 +297,49 @@ def _remove(result, state, opts, client, statvfs):
             result["ledger_message"] = "Removed %d image(s), but %s" % (len(result["removed"]), text[0].lower() + text[1:]) if result["removed"] else text
         else:
             result["ledger"]["saved"] = True
+
+
+def _inode_pass(result, state, opts, executor, statvfs):
+    """The inode pass (no kubelet equivalent): after the byte pass, the eligible images left, in the same order, in
+    measured batches until statvfs shows inode usage at or below the low inode threshold."""
+    plan, total = state.plan, state.inodes_total
+    target_free = policy.target_inodes_free(total, opts["inodes_low"])
+
+    def remaining():
+        return target_free - min(statvfs(state.mountpoint)["inodes_free"], total)
+
+    if remaining() <= 0:
+        return  # the passes before freed enough inodes
+    gone = {r["id"] for r in result["removed"]} | {e["id"] for e in result["errors"]} | {i["id"] for i in executor.raced}
+    candidates = [i for i in plan.eligible if i["id"] not in gone]
+    planned_ids = {i["id"] for i in plan.inode_space}
+    planned = max((n + 1 for n, i in enumerate(candidates) if i["id"] in planned_ids), default=0)
+    budget = None if opts["max_removals"] is None else max(0, opts["max_removals"] - len(result["removed"]))
+    executor.stalled, executor.short_rate = 0, None
+    per_image = max(1, plan.inode_estimate)
+    before = len(result["removed"])
+    executor.until(candidates, "inodes", remaining, budget, calibrate=True, planned=planned, weight=lambda img: per_image)
+    freed = max(0, statvfs(state.mountpoint)["inodes_free"] - state.inodes_free)
+    if executor.stalled:
+        result["warnings"].append(
+            "Removing %d image(s) freed no inodes on %s (the runtime frees them lazily, or their layers are shared with images still in use), "
+            "so the inode pass stopped there rather than remove more than needed." % (executor.stalled, state.mountpoint))
+    elif executor.short_rate:
+        result["warnings"].append(
+            "Removing %d image(s) freed %d inodes on %s; at that rate the other candidates cannot reach the low inode threshold, so the inode "
+            "pass stopped there rather than remove more than needed." % (len(result["removed"]) - before, freed, state.mountpoint))
+    if remaining() > 0:
+        _insufficient_inodes(result, plan, total, freed)
+
+
+def _insufficient_inodes(result, plan, total, freed, warn=True):
+    """Inode usage not down to the low inode threshold; the byte pass's shortfall message, if any, stays the one a failure gives."""
+    result["target_reached"] = False
+    result["insufficient"] = True
+    message = free_inodes_failed(plan.inodes_usage_before, total, freed)
+    result.setdefault("insufficient_message", message)
+    if warn:
+        result["warnings"].append(message)
 
 
 def _aggregate(errors):
@@ -319,7 +390,7 @@ class _Executor:
         self.parallelism = max(1, opts["parallelism"])
         self.result = result
         self.raced = []
-        self.freed_by_reason = {"age": 0, "space": 0, "prune": 0}
+        self.freed_by_reason = {"age": 0, "space": 0, "prune": 0, "inodes": 0}
         self.stalled = 0  # removals of the last batch when it freed no measurable space (the pass stopped), else 0
         self.short_rate = None  # (measured, estimated) bytes freed when the pass stopped at the kubelet's plan
         self.stopped = None  # the CriError that stopped the run: the runtime is unavailable, or the container re-list failed
@@ -342,9 +413,9 @@ class _Executor:
             # without the container list no image can be judged unused: stop here
             self.result["errors"].append({"id": "", "msg": str(exc)})
             self.stopped = exc
-            return 0
+            return []
         futures = [(img, self.client.call_async("RemoveImage", image={"image": img["id"]})) for img in batch]
-        done = 0
+        done = []
         for img, fut in futures:
             try:
                 fut.result()
@@ -355,7 +426,7 @@ class _Executor:
                 continue
             self.result["removed"].append(_entry(img, reason))
             self.freed_by_reason[reason] += img["size"]
-            done += 1
+            done.append(img)
         return done
 
     def remove(self, images, reason):
@@ -365,9 +436,9 @@ class _Executor:
                 break
             self._remove_batch(images[start : start + self.parallelism], reason)
 
-    def until(self, candidates, reason, remaining, budget, calibrate=False, planned=None):
-        """Remove candidates in order until ``remaining()`` (bytes still to free) is <= 0 after a
-        successful removal. Each batch is sized to the remaining need: by the images' sizes, scaled
+    def until(self, candidates, reason, remaining, budget, calibrate=False, planned=None, weight=None):
+        """Remove candidates in order until ``remaining()`` (bytes, or what ``weight`` counts, still to free) is <= 0 after a
+        successful removal. Each batch is sized to the remaining need: by the images' sizes (or ``weight(img)``), scaled
         (when ``calibrate``) by how many bytes a removed byte of image size really freed so far,
         which starts from a first batch of one image.
 
@@ -375,9 +446,12 @@ class _Executor:
         past the first ``planned`` candidates (the kubelet's size-based plan) a batch starts only
         when, at the rate measured so far, the candidates left can still reach the target (else
         ``short_rate`` holds (measured, estimated) bytes and the pass ends)."""
+        if weight is None:
+            def weight(img):
+                return img["size"]
         queue = list(candidates)
         queue.reverse()  # pop() from the end
-        left_bytes = sum(i["size"] for i in queue)
+        left_bytes = sum(weight(i) for i in queue)
         taken = 0
         need = remaining()
         succeeded = 0
@@ -396,19 +470,19 @@ class _Executor:
             batch, total = [], 0
             while queue and len(batch) < limit and (budget is None or taken + len(batch) < budget):
                 img = queue.pop()
-                left_bytes -= img["size"]
+                left_bytes -= weight(img)
                 batch.append(img)
-                total += img["size"] * ratio
+                total += weight(img) * ratio
                 if total >= need:
                     break
             taken += len(batch)
-            before_est = self.freed_by_reason[reason]
-            done = self._remove_batch(batch, reason)
+            removed = self._remove_batch(batch, reason)
+            done = len(removed)
             succeeded += done
             if self.stopped:
                 break
             before_need, need = need, remaining()
-            est = self.freed_by_reason[reason] - before_est
+            est = sum(weight(i) for i in removed)
             if calibrate and est > 0:
                 if before_need <= need:
                     # removals that free nothing measurable: going on could remove every eligible image for nothing

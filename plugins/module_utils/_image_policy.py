@@ -15,7 +15,9 @@ Follows pkg/kubelet/images/image_gc_manager.go:
 * ``age_pass``          = freeOldImages (MaxAge, strict ``>``, gated on "uptime" > MaxAge);
 * ``space_eligible``    = freeSpace's filter (skip used-this-run, skip first_detected younger than
                           MinAge); ``plan`` takes eligible images in order until freed >= bytes to free;
-* ``plan``              = GarbageCollect (mode threshold) or DeleteUnusedImages (mode prune).
+* ``plan``              = GarbageCollect (mode threshold) or DeleteUnusedImages (mode prune);
+* ``inode_pass``        = no kubelet equivalent: with inode thresholds, the eligible images the byte
+                          pass left, in the same order, until the estimated inodes freed reach the need.
 
 Times are integer nanoseconds since the epoch; 0 means "never" (Go's zero time).
 """
@@ -141,6 +143,24 @@ def bytes_to_free(capacity, available, low):
     return target_available(capacity, low) - min(available, capacity)
 
 
+def target_inodes_free(total, low):
+    """Free inodes at which inode usage (the kubelet's usage formula over inodes) is down to ``low``: ceil(total*(100-low)/100)."""
+    return -((-total * (100 - low)) // 100)
+
+
+def inodes_to_free(total, free, low):
+    """Inodes still to free for inode usage to be at or below ``low`` (may be <= 0)."""
+    return target_inodes_free(total, low) - min(free, total)
+
+
+def inode_estimate(inodes_used, image_count):
+    """Estimated inodes one image holds: the filesystem's used inodes shared evenly among the listed images.
+
+    The CRI reports no per-image inode count; the runtime's own files count in, so this over-estimates
+    what one removal frees and the plan under-removes; the real run measures."""
+    return inodes_used // image_count if image_count > 0 else 0
+
+
 class Plan:
     """What a run would remove, in order, and why the rest is kept."""
 
@@ -155,44 +175,67 @@ class Plan:
         self.estimated_short = False  # the sizes of every eligible image do not reach bytes_to_free
         self.disabled = False  # threshold mode with high 100 and no max age: the kubelet never starts image GC
         self.error = None  # the kubelet's error after the age pass (invalid capacity), or None
+        self.inodes_usage_before = None  # inode usage percent, None when the filesystem reports no inodes
+        self.inodes_to_free = 0
+        self.inode_hit = False  # inode thresholds set and inode usage at or above the high one
+        self.inode_estimate = 0  # estimated inodes per image (inode_estimate())
+        self.inode_space = []  # planned by the inode pass, in order, after the byte pass's choice
+        self.inodes_estimated_short = False
 
     @property
     def removals(self):
-        return self.age + self.space
+        return self.age + self.space + self.inode_space
 
 
 class PlanOptions:
     """The policy a plan applies: ``mode`` (threshold or prune), ``high``/``low`` threshold percents, ``min_age`` and
-    ``max_age`` in ns, ``keep`` (a predicate over images, or None) and ``max_removals`` (None: no cap)."""
+    ``max_age`` in ns, ``keep`` (a predicate over images, or None), ``max_removals`` (None: no cap) and
+    ``inodes_high``/``inodes_low`` inode threshold percents (None: no inode pass)."""
 
-    __slots__ = ("mode", "high", "low", "min_age", "max_age", "keep", "max_removals")
+    __slots__ = ("mode", "high", "low", "min_age", "max_age", "keep", "max_removals", "inodes_high", "inodes_low")
 
-    def __init__(self, mode, high, low, min_age, max_age, keep=None, max_removals=None):
+    def __init__(self, mode, high, low, min_age, max_age, keep=None, max_removals=None, inodes_high=None, inodes_low=None):
         self.mode, self.high, self.low, self.min_age, self.max_age = mode, high, low, min_age, max_age
         self.keep, self.max_removals = keep, max_removals
+        self.inodes_high, self.inodes_low = inodes_high, inodes_low
 
 
-def plan(images, records, opts, free_time, capacity, available, tracking_since=0):
+def plan(images, records, opts, free_time, capacity, available, tracking_since=0, inodes=None):
     """GarbageCollect (``threshold``) or DeleteUnusedImages (``prune``) without side effects.
 
     images: deduplicated snapshot images with in_use / pinned / sandbox_image flags.
     records: detect()'s output for free_time. opts: a PlanOptions. Returns a Plan.
     When the image filesystem capacity is 0 the age pass is still planned and ``error`` holds the
     kubelet's invalid-capacity error (the run fails after the age pass). With ``high`` 100 and no
-    ``max_age`` in threshold mode nothing is planned (``disabled``): the kubelet's
-    StartGarbageCollection never starts image GC then.
+    ``max_age`` in threshold mode the byte pass is not planned (``disabled``): the kubelet's
+    StartGarbageCollection never starts image GC then; the inode pass, which the kubelet lacks, still is.
+    ``inodes`` is (total, free) of the image filesystem (statvfs), or None; with the inode thresholds
+    set, threshold mode plans the inode pass after the byte pass (see inode_pass()).
     """
     mode, high, low, min_age, max_age = opts.mode, opts.high, opts.low, opts.min_age, opts.max_age
     keep, max_removals = opts.keep, opts.max_removals
     result = Plan()
     candidates = eviction_order(images, records, keep, result.kept)
 
+    total, free = inodes if inodes else (0, 0)
+    if total:
+        result.inodes_usage_before = usage_percent(total, free)
+    inode_gc = mode != "prune" and opts.inodes_high is not None and total > 0
     if mode != "prune" and high >= 100 and max_age <= 0:
         result.disabled = True
-        result.kept["not_needed"] += len(candidates)
         if capacity:
             result.usage_before = usage_percent(capacity, available)
-        return result
+        if not inode_gc:
+            result.kept["not_needed"] += len(candidates)
+            return result
+        for img in candidates:
+            reason = space_eligible(img, free_time, min_age)
+            if reason:
+                result.kept[reason] += 1
+            else:
+                result.eligible.append(img)
+        inode_pass(result, opts, total, free, len(images), inodes_used=total - free)
+        return _cap(result, max_removals)
     if mode == "prune":
         for img in candidates:
             reason = space_eligible(img, free_time, min_age)
@@ -231,9 +274,37 @@ def plan(images, records, opts, free_time, capacity, available, tracking_since=0
             result.estimated_short = freed < result.bytes_to_free
         else:
             for img in rest:
-                result.kept[space_eligible(img, free_time, min_age) or "not_needed"] += 1
+                reason = space_eligible(img, free_time, min_age)
+                if reason:
+                    result.kept[reason] += 1
+                else:
+                    result.eligible.append(img)  # not chosen: _cap counts it as not needed
+        if inode_gc:
+            inode_pass(result, opts, total, free, len(images), inodes_used=total - free)
 
     return _cap(result, max_removals)
+
+
+def inode_pass(result, opts, total, free, image_count, inodes_used):
+    """The inode pass (no kubelet equivalent): when inode usage is at or above ``opts.inodes_high``, plan the
+    space-eligible images the byte pass did not choose, in the same eviction order, until their estimated
+    inodes (inode_estimate() each) reach the inodes to free down to ``opts.inodes_low``."""
+    result.inodes_usage_before = usage_percent(total, free)
+    if result.inodes_usage_before < opts.inodes_high:
+        return
+    result.inode_hit = True
+    result.inodes_to_free = inodes_to_free(total, free, opts.inodes_low)
+    result.inode_estimate = inode_estimate(inodes_used, image_count)
+    chosen = {i["id"] for i in result.space}
+    freed = 0
+    for img in result.eligible:
+        if freed >= result.inodes_to_free:
+            break
+        if img["id"] in chosen:
+            continue
+        result.inode_space.append(img)
+        freed += result.inode_estimate
+    result.inodes_estimated_short = freed < result.inodes_to_free
 
 
 def _cap(result, max_removals):
@@ -242,6 +313,7 @@ def _cap(result, max_removals):
     if max_removals is not None:
         result.age, over_age = result.age[:max_removals], result.age[max_removals:]
         result.space = result.space[: max(0, max_removals - len(result.age))]
-    chosen = {i["id"] for i in result.space}
+        result.inode_space = result.inode_space[: max(0, max_removals - len(result.age) - len(result.space))]
+    chosen = {i["id"] for i in result.space + result.inode_space}
     result.kept["not_needed"] += len(over_age) + sum(1 for i in result.eligible if i["id"] not in chosen)
     return result

@@ -67,16 +67,18 @@ DEFAULTS = {
 PREFIX = "invalid configuration: "
 
 
-def threshold_errors(high, low):
-    """The kubelet's errors for the image GC thresholds: 0 <= low < high <= 100."""
+def threshold_errors(high, low, names=None, prefix=PREFIX):
+    """The kubelet's errors for the image GC thresholds: 0 <= low < high <= 100.
+
+    ``names`` (high name, low name) and ``prefix`` word the same rule for other threshold pairs (image_gc's inode thresholds)."""
+    high_name, low_name = names or ("imageGCHighThresholdPercent (--image-gc-high-threshold)", "imageGCLowThresholdPercent (--image-gc-low-threshold)")
     errors = []
     if not 0 <= high <= 100:
-        errors.append(PREFIX + "imageGCHighThresholdPercent (--image-gc-high-threshold) %d must be between 0 and 100, inclusive" % high)
+        errors.append(prefix + "%s %d must be between 0 and 100, inclusive" % (high_name, high))
     if not 0 <= low <= 100:
-        errors.append(PREFIX + "imageGCLowThresholdPercent (--image-gc-low-threshold) %d must be between 0 and 100, inclusive" % low)
+        errors.append(prefix + "%s %d must be between 0 and 100, inclusive" % (low_name, low))
     if low >= high:
-        errors.append(PREFIX + "imageGCLowThresholdPercent (--image-gc-low-threshold) %d must be less than imageGCHighThresholdPercent "
-                      "(--image-gc-high-threshold) %d" % (low, high))
+        errors.append(prefix + "%s %d must be less than %s %d" % (low_name, low, high_name, high))
     return errors
 
 
@@ -95,6 +97,15 @@ def age_errors(min_age, max_age):
 def validate_thresholds(high, low):
     """PolicyError with the kubelet's first complaint about the thresholds."""
     _raise_first(threshold_errors(high, low))
+
+
+def validate_inode_thresholds(high, low):
+    """PolicyError for image_gc's inode thresholds (no kubelet setting): both or neither, then the kubelet's rule for its thresholds."""
+    if (high is None) != (low is None):
+        raise PolicyError("inodes_high_threshold_percent and inodes_low_threshold_percent must be set together, got only %s"
+                          % ("inodes_high_threshold_percent" if low is None else "inodes_low_threshold_percent"))
+    if high is not None:
+        _raise_first(threshold_errors(high, low, ("inodes_high_threshold_percent", "inodes_low_threshold_percent"), prefix=""))
 
 
 def validate_ages(min_age, max_age):

@@ -46,6 +46,16 @@ description:
     since the plan is kept and reported (the kubelet has this race, kubernetes/kubernetes#123631). The window in which a
     new container could start using an image unnoticed is therefore one batch (at most O(parallelism) removals).
     The keep list has no kubelet equivalent (kubernetes/kubernetes#109936).
+    The inode pass (O(inodes_high_threshold_percent)) has none either; the kubelet's image GC looks only at bytes
+    (kubernetes/kubernetes#41033, #32400), and only its eviction manager reacts to C(imagefs.inodesFree), by evicting pods.
+  - Inode pass (O(mode=threshold) with O(inodes_high_threshold_percent) and O(inodes_low_threshold_percent) set). Inode usage
+    is the kubelet's usage formula over C(statvfs) inodes of the image filesystem, C(100 - floor(f_ffree * 100 / f_files)).
+    When it is at or above O(inodes_high_threshold_percent) at the start of the run, after the max-age and byte threshold
+    passes the eligible images they left (the same eligibility and eviction order as the byte pass) are removed in measured
+    batches until C(statvfs) shows inode usage at or below O(inodes_low_threshold_percent). The CRI reports no inode count
+    per image, so the first batch is one image and later batches are sized by the inodes measured so far; a batch that
+    frees no inodes ends the pass with a warning. The inode pass always measures, whatever O(measure_freed), and runs
+    also when O(high_threshold_percent=100) turns the byte pass off.
   - Images mounted as volumes (KEP-4639, C(ContainerStatus.mounts[].image)) by any container in any state are in use
     too (RV(kept) C(in_use)); containerd 2.x would remove them when asked, and the pod would break at its next restart.
     ListContainers does not carry mounts, so on runtimes that can mount images (containerd 2.1+, cri-o 1.31+, and any
@@ -73,6 +83,9 @@ attributes:
         shortfall into a report finding (C(gc_insufficient)).
       - With O(measure_freed=true) the real run measures the disk after each batch, so it may stop earlier or go further
         than the size-based estimate check mode can give.
+      - The inode pass in check mode is an estimate, since the CRI reports no inode count per image, so every image is taken to
+        hold the filesystem's used inodes divided by the number of images listed (the runtime's own files included), and
+        RV(inodes_usage_after) is estimated the same way. The real run measures with C(statvfs) and decides.
   diff_mode:
     description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
@@ -104,6 +117,15 @@ options:
     description: Usage the threshold pass frees down to (kubelet C(imageGCLowThresholdPercent)).
     type: int
     default: 80
+  inodes_high_threshold_percent:
+    description:
+      - Inode usage of the image filesystem at or above which the inode pass runs (no kubelet setting; see the description).
+      - Set it together with O(inodes_low_threshold_percent), or neither (the default, no inode pass). Valid only when
+        C(0 <= low < high <= 100). Not used by O(mode=prune), which removes every eligible image anyway.
+    type: int
+  inodes_low_threshold_percent:
+    description: Inode usage the inode pass frees down to.
+    type: int
   min_age:
     description:
       - Images first detected less than this long ago are not removed by the threshold pass or by O(mode=prune)
@@ -197,6 +219,12 @@ EXAMPLES = r"""
   become: true
   register: plan
 
+- name: Also free inodes, for nodes with many small images (the kubelet only evicts pods on imagefs.inodesFree)
+  kubenode.gc.image_gc:
+    inodes_high_threshold_percent: 85
+    inodes_low_threshold_percent: 75
+  become: true
+
 - name: Remove images unused for a week, at most 50 per node
   kubenode.gc.image_gc:
     max_age: 168h
@@ -222,7 +250,7 @@ removed:
       description: Size the runtime reported.
       type: int
     reason:
-      description: V(age) (max-age pass), V(space) (threshold pass) or V(prune).
+      description: V(age) (max-age pass), V(space) (threshold pass), V(inodes) (inode pass) or V(prune).
       type: str
     first_detected:
       description: When the image was first seen (RFC 3339, UTC).
@@ -260,7 +288,9 @@ bytes_freed_measured:
   returned: always
   type: int
 target_reached:
-  description: Whether usage is at or below the low threshold (or no threshold pass was needed).
+  description:
+    - Whether usage is at or below the low threshold (or no threshold pass was needed), and, when the inode pass ran, inode usage
+      at or below O(inodes_low_threshold_percent).
   returned: always
   type: bool
 insufficient:
@@ -268,8 +298,27 @@ insufficient:
     - The threshold pass could not reach the low threshold (the kubelet's C(FreeDiskSpaceFailed)); the real run also warns
       with the kubelet's wording.
     - In check mode, the plan cannot reach it; no warning then.
+    - The inode pass's shortfall counts too, with a warning C(Insufficient free inodes on the node's image filesystem ...).
   returned: always
   type: bool
+inodes_usage_before:
+  description: Inode usage percent of the image filesystem before the run (C(statvfs)); V(null) when it reports no inodes.
+  returned: always
+  type: int
+  sample: 91
+inodes_usage_after:
+  description: Inode usage after the run (measured; in check mode, estimated as described under check mode).
+  returned: always
+  type: int
+  sample: 74
+inodes_to_free:
+  description: Inodes the inode pass had to free to reach O(inodes_low_threshold_percent), 0 when it did not run.
+  returned: always
+  type: int
+inodes_freed_measured:
+  description: Growth of the filesystem's free inodes over the run; V(null) in check mode.
+  returned: always
+  type: int
 errors:
   description:
     - Removals that failed, each with the image id and one sentence from the runtime; the task then fails with the
@@ -322,6 +371,8 @@ ARGUMENT_SPEC = dict(
     mode=dict(type="str", choices=["threshold", "prune"], default="threshold"),
     high_threshold_percent=dict(type="int", default=IMAGE_GC_HIGH_THRESHOLD_PERCENT),
     low_threshold_percent=dict(type="int", default=IMAGE_GC_LOW_THRESHOLD_PERCENT),
+    inodes_high_threshold_percent=dict(type="int"),
+    inodes_low_threshold_percent=dict(type="int"),
     min_age=dict(type="str", default="2m"),
     max_age=dict(type="str", default="0s"),
     keep_images=dict(type="list", elements="str", default=[]),

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from ansible_collections.kubenode.gc.plugins.module_utils._findings import SEVERITIES, sort_findings
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import EVICTION_HARD
 from ansible_collections.kubenode.gc.plugins.module_utils._quantity import QuantityError, parse_quantity
+from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_eviction
 from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 
@@ -145,8 +146,9 @@ def fleet_images(per_node, top=TOP_IMAGES):
     return out, len(acc)
 
 
-def enrich(report, raw_nodes, top_images=TOP_IMAGES):
-    """Add the schema 2 fields to ``report`` (changed in place and returned); ``raw_nodes`` are the filter's input."""
+def enrich(report, raw_nodes, top_images=TOP_IMAGES, eviction_margin=_report_eviction.DEFAULT_MARGIN_PERCENT):
+    """Add the schema 2 fields to ``report`` (changed in place and returned); ``raw_nodes`` are the filter's input;
+    ``eviction_margin``: percentage points above a hard eviction threshold that count as near it."""
     raw_by_host = {}
     for raw in raw_nodes:
         raw_by_host.setdefault(str(raw["host"]), raw)
@@ -171,7 +173,8 @@ def enrich(report, raw_nodes, top_images=TOP_IMAGES):
             message = ("The image filesystem %s has %s available, below the kubelet's hard eviction threshold imagefs.available %s (%s): "
                        "the kubelet evicts pods to reclaim it." % (fs["mountpoint"] or "(unknown mountpoint)", human_bytes(available), threshold, source))
             node["findings"].append(dict(source="audit", severity="error", code="eviction_threshold_reached", message=message))
-            node["findings"] = sort_findings(node["findings"], by=("source", "code", "message"))
+        _report_eviction.add(node, raw, eviction_margin)
+        node["findings"] = sort_findings(node["findings"], by=("source", "code", "message"))
         node["health"] = _health(node)
         if node["status"] != "failed":
             per_node.append((node["host"], _node_images(raw)))
@@ -182,6 +185,7 @@ def enrich(report, raw_nodes, top_images=TOP_IMAGES):
     summary["findings"] = {severity: sum(1 for n in report["nodes"] for f in n["findings"] if f["severity"] == severity)
                            for severity in SEVERITIES}
     summary["nodes_by_health"] = {h: sum(1 for n in report["nodes"] if n["health"] == h) for h in HEALTH}
+    summary["nodes_near_eviction"] = sum(1 for n in report["nodes"] if n["near_eviction"])
     summary["usage_percent_mean"] = round(sum(usages) / len(usages), 1) if usages else None
     summary["usage_percent_max"] = max(usages) if usages else None
     summary["image_refs"] = refs

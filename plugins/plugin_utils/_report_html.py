@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from html import escape
 
+from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_eviction as eviction
 from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_fleet as fleet
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 from ansible_collections.kubenode.gc.plugins.plugin_utils._report_svg import line_chart, nice_bytes_max, sparkline
@@ -257,6 +258,8 @@ def _tiles(report, view):
                   ("; " + recl_delta + " since last") if recl_delta else ""))
     out.append('<a class="tile info" href="#drift"><span class="n">%d</span><span class="l">drifted</span>'
                '<span class="hint">differ from the desired policy</span></a>' % s["nodes_with_drift"])
+    out.append('<div class="tile %s"><span class="n">%d</span><span class="l">near eviction</span><span class="hint">within the margin of a '
+               'hard eviction threshold</span></div>' % ("warning" if s.get("nodes_near_eviction") else "info", s.get("nodes_near_eviction", 0)))
     out.append("</section>")
     return "".join(out)
 
@@ -503,6 +506,8 @@ def _node_detail(node):
            e(img["reclaimable_prune"]["count"]), _bytes(img["reclaimable_prune"]["bytes"]),
            e(ct["total"]), e(ct["reclaimable"]), e(ct["sandboxes"]),
            ("<br>Metrics: %s." % e(node["metrics_file"]) if node["metrics_file"] else "") + _credential_records(node)))
+    out.append('<p class="eviction">Eviction signals%s: %s.</p>'
+               % (' <span class="badge warning">near eviction</span>' if node.get("near_eviction") else "", e(eviction.signals_text(node))))
     if node["parts_failed"]:
         out.append('<table class="parts"><thead><tr><th>Check</th><th>Did not complete</th></tr></thead><tbody>%s</tbody></table>'
                    % "".join("<tr><td>%s</td><td>%s</td></tr>" % (e(k), e(v)) for k, v in sorted(node["parts_failed"].items())))

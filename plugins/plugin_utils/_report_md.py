@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_eviction as eviction
 from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_fleet as fleet
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 
@@ -85,6 +86,7 @@ def render(report, history=None):
              "- Nodes: %d (%d audited, %d failed)" % (s["nodes"], s["nodes_ok"], s["nodes_failed"]),
              "- By health: " + ", ".join("%s %d" % (h, health[h]) for h in fleet.HEALTH),
              "- At or over the image GC high threshold: %d" % s["nodes_over_high_threshold"],
+             "- Near a hard eviction threshold: %d" % s.get("nodes_near_eviction", 0),
              "- With drift from the desired policy: %d" % s["nodes_with_drift"],
              "- Findings: %d error, %d warning, %d info" % (s["findings"]["error"], s["findings"]["warning"], s["findings"]["info"]),
              "- Reclaimable under the nodes' policies: %s" % human_bytes(s["reclaimable_bytes_policy"]),
@@ -162,6 +164,7 @@ def _node_section(node):
     out += [
         "- Headroom: %s to the high threshold, %s to eviction"
         % (_headroom(node["headroom"]["high_threshold_bytes"]), _headroom(node["headroom"]["eviction_bytes"], limit=-1)),
+        "- Eviction signals%s: %s" % (" (**near eviction**)" if node.get("near_eviction") else "", cell(eviction.signals_text(node))),
         "- Images: %s (%s in use); reclaimable under the node's policy %s, by pruning %s"
         % (txt(img["total"]), txt(img["in_use"]), _count_bytes(img["reclaimable_policy"]), _count_bytes(img["reclaimable_prune"])),
         "- Containers: %s; reclaimable: %s dead containers, %s sandboxes" % (txt(ct["total"]), txt(ct["reclaimable"]), txt(ct["sandboxes"])),

@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -16,6 +17,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._common import params_
 from ansible_collections.kubenode.gc.plugins.modules import image_gc
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient, CriError
 from devtools.faults import CrashAfter
+from devtools import runtimes
 from devtools.images import ImageSpec
 from tests.integration.expectations import IMAGE_VOLUME_REMOVAL_REFUSED, IMAGE_VOLUMES, expect
 
@@ -30,6 +32,26 @@ def tags_left(runtime):
 def usage(runtime):
     st = os.statvfs(runtime.imagefs_mountpoint)
     return 100 - (st.f_bavail * 100) // st.f_blocks
+
+
+def inode_usage(runtime):
+    st = os.statvfs(runtime.imagefs_mountpoint)
+    return 100 - (st.f_ffree * 100) // st.f_files
+
+
+def settled_inodes(runtime, quiet=1.0, timeout=20):
+    """Free inodes of the image filesystem once they stopped changing for ``quiet`` seconds (the runtime cleans up removed
+    containers' snapshots in the background)."""
+    deadline = time.time() + timeout
+    last, since = None, time.time()
+    while time.time() < deadline:
+        free = os.statvfs(runtime.imagefs_mountpoint).f_ffree
+        if free != last:
+            last, since = free, time.time()
+        elif time.time() - since >= quiet:
+            break
+        time.sleep(0.1)
+    return last
 
 
 def gc(ansible, runtime, check=False, interpreter=None, **args):
@@ -395,6 +417,11 @@ def test_second_concurrent_run_waits_then_fails_clearly(ansible, runtime, tmp_pa
         (dict(keep_images=["busybox:*", ""]), "keep_images must not contain an empty pattern; remove it or name the image to keep."),
         (dict(lock_timeout="nan"), "lock_timeout must be a finite number of seconds, 0 or more, got nan."),
         (dict(cri_timeout="inf"), "cri_timeout must be a finite number of seconds, got inf."),
+        # issue 14, item 3
+        (dict(inodes_high_threshold_percent=90),
+         "inodes_high_threshold_percent and inodes_low_threshold_percent must be set together, got only inodes_high_threshold_percent."),
+        (dict(inodes_high_threshold_percent=80, inodes_low_threshold_percent=80),
+         "inodes_low_threshold_percent 80 must be less than inodes_high_threshold_percent 80."),
     ],
 )
 def test_bad_input_fails_in_one_sentence_and_changes_nothing(ansible, mixed, args, msg):
@@ -657,3 +684,70 @@ def test_ledger_write_failing_with_enospc_fails_changed_naming_the_ledger(ansibl
     assert {i.id for i in runtime.client.list_images()} == before - {r["id"] for r in res["removed"]}
     assert res["errors"] == [] and res["bytes_freed_estimated"] == sum(r["size"] for r in res["removed"])
     assert res["ledger"] == {"path": str(ledger), "saved": False, "records": 1}
+INODES = 2000  # nr_inodes of the image filesystem's tmpfs: a few images of many small files fill it, bytes stay low
+
+
+@pytest.fixture(scope="module")
+def inode_runtime(runtime_name):
+    """This module's runtime again, on a 128 MiB image filesystem tmpfs with only INODES inodes."""
+    rt = runtimes.make(runtime_name, imagefs_size="128M", imagefs_inodes=INODES)
+    rt.start()
+    try:
+        yield rt
+    finally:
+        rt.stop()
+
+
+def test_inode_pass_frees_inodes_to_the_low_mark_in_lru_order_with_bytes_below_their_threshold(ansible, inode_runtime, tmp_path):
+    runtime = inode_runtime
+    ledger = str(tmp_path / "ledger.json")
+    assert os.statvfs(runtime.imagefs_mountpoint).f_files == INODES
+    free_before = os.statvfs(runtime.imagefs_mountpoint).f_ffree
+    runtime.import_images([ImageSpec("inode-%d:1" % n, files=200) for n in range(7)] + [ImageSpec("inode-live:1", files=200)])
+    per_image = (free_before - os.statvfs(runtime.imagefs_mountpoint).f_ffree) / 8.0
+    ids = {t: i.id for i in runtime.client.list_images() for t in i.repo_tags}
+    live = runtime.run_pod("live")
+    runtime.add_container(live, "live", "inode-live:1", "running")
+    # run 1 records inode-0 and inode-1 as used (exited containers); no inode thresholds: nothing goes
+    old = runtime.run_pod("old")
+    used = [runtime.add_container(old, "u%d" % n, "inode-%d:1" % n, "exited") for n in range(2)]
+    first = gc(ansible, runtime, ledger_path=ledger)
+    assert not first.get("failed"), first.get("msg")
+    assert first["removed"] == [] and first["inodes_to_free"] == 0 and first["inodes_usage_before"] == inode_usage(runtime)
+    for cid in used:
+        runtime.client.remove_container(cid)
+
+    free = settled_inodes(runtime)
+    now, total = inode_usage(runtime), INODES
+    assert now >= 70, now  # most inodes are the images' ...
+    assert usage(runtime) < 40  # ... while bytes are far below the byte thresholds (85/80)
+    # a low mark that five removals cannot reach and six can: the pass must go past the never-used images into the used ones
+    low = 100 - ((free + int(5.5 * per_image)) * 100) // total
+    args = dict(ledger_path=ledger, inodes_high_threshold_percent=now, inodes_low_threshold_percent=low)
+    before = tags_left(runtime)
+    plan = gc(ansible, runtime, check=True, **args)
+    assert not plan.get("failed"), plan.get("msg")
+    assert tags_left(runtime) == before and inode_usage(runtime) == now  # check mode changed nothing
+    assert plan["removed"] and {r["reason"] for r in plan["removed"]} == {"inodes"} and plan["inodes_freed_measured"] is None
+
+    res = gc(ansible, runtime, **args)
+    assert not res.get("failed"), res.get("msg")
+    # the inode pass removed them, not the byte pass
+    assert res["usage_before"] < 85 and res["bytes_to_free"] == 0
+    assert {r["reason"] for r in res["removed"]} == {"inodes"}
+    assert res["inodes_usage_before"] == now and res["inodes_to_free"] > 0
+    # measured by statvfs: at or below the low mark, and not more removed than needed
+    assert inode_usage(runtime) <= low and res["inodes_usage_after"] == inode_usage(runtime)
+    assert res["inodes_freed_measured"] == os.statvfs(runtime.imagefs_mountpoint).f_ffree - free
+    assert res["target_reached"] is True and res["insufficient"] is False and res["errors"] == []
+    assert len(res["removed"]) == 6
+    # LRU: never-used images first (same first_detected, then id), then the ones used at run 1 (same last_used; first
+    # detected when their containers were created, u0 before u1)
+    never = sorted(ids["docker.io/library/inode-%d:1" % n] for n in range(2, 7))
+    once = [ids["docker.io/library/inode-%d:1" % n] for n in range(2)]
+    assert [r["id"] for r in res["removed"]] == (never + once)[:6]
+    assert res["removed"][0]["last_used"] is None and res["removed"][-1]["last_used"] is not None
+    # the image in use and the sandbox image are still there
+    left = tags_left(runtime)
+    assert {"docker.io/library/inode-live:1", runtime.sandbox_image} <= left
+    assert len(left) == 2 + 7 - 6

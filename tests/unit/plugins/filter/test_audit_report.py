@@ -123,7 +123,7 @@ def by_host(report):
 
 # ---------------------------------------------------------------------------------------------- the report
 NODE_KEYS = {"host", "status", "health", "error", "runtime", "imagefs", "container_filesystems", "thresholds", "headroom",
-             "over_high_threshold", "images", "containers", "findings", "drift", "parts_failed", "metrics_file"}
+             "over_high_threshold", "images", "containers", "findings", "drift", "parts_failed", "metrics_file", "eviction_signals", "near_eviction"}
 NODE_KEYS |= {"credential_records"}
 
 
@@ -135,14 +135,19 @@ def test_schema_fields_and_types():
     assert report["policy"] == {"image_gc_high_threshold_percent": 85, "image_max_age": "168h"}
     assert set(report["summary"]) == {"nodes", "nodes_ok", "nodes_failed", "nodes_over_high_threshold", "nodes_with_drift", "findings",
                                       "reclaimable_bytes_policy", "reclaimable_bytes_prune", "nodes_by_health", "usage_percent_mean",
-                                      "usage_percent_max", "image_refs"}
+                                      "usage_percent_max", "image_refs", "nodes_near_eviction"}
     assert set(report["summary"]["findings"]) == {"error", "warning", "info"}
     for n in report["nodes"]:
         assert set(n) == NODE_KEYS
         assert set(n["runtime"]) == {"name", "version", "endpoint", "sandbox_image"}
-        assert set(n["imagefs"]) == {"mountpoint", "capacity_bytes", "used_bytes", "available_bytes", "usage_percent"}
+        assert set(n["imagefs"]) == {"mountpoint", "capacity_bytes", "used_bytes", "available_bytes", "usage_percent", "inodes_usage_percent"}
         assert set(n["thresholds"]) == {"high_percent", "low_percent", "source", "eviction_available", "eviction_available_bytes",
-                                        "eviction_source"}
+                                        "eviction_source", "inodes_high_percent", "inodes_low_percent"}
+        assert [s["signal"] for s in n["eviction_signals"]] == ["imagefs.available", "imagefs.inodesFree", "nodefs.available", "nodefs.inodesFree"]
+        for sig in n["eviction_signals"]:
+            assert set(sig) == {"signal", "threshold", "source", "free_percent", "threshold_percent", "state"}
+            assert sig["state"] in ("reached", "near", "ok", "off", "unknown")
+        assert isinstance(n["near_eviction"], bool)
         assert set(n["headroom"]) == {"high_threshold_bytes", "eviction_bytes"}
         assert n["health"] in ("critical", "failed", "warning", "ok")
         assert set(n["images"]) == {"total", "in_use", "reclaimable_policy", "reclaimable_prune"}
@@ -176,7 +181,8 @@ def test_node_over_threshold():
     assert n["status"] == "ok" and n["error"] is None
     assert n["over_high_threshold"] is True
     assert n["thresholds"] == {"high_percent": 85, "low_percent": 80, "source": "kubelet_config", "eviction_available": "15%",
-                               "eviction_available_bytes": 50 * GiB * 15 // 100, "eviction_source": "kubelet_config"}
+                               "eviction_available_bytes": 50 * GiB * 15 // 100, "eviction_source": "kubelet_config",
+                               "inodes_high_percent": None, "inodes_low_percent": None}
     assert n["imagefs"]["usage_percent"] == 91
     assert n["imagefs"]["capacity_bytes"] == 50 * GiB
     assert n["runtime"]["name"] == "containerd"
@@ -326,10 +332,11 @@ def test_fail_on_levels():
     clean = build([node("a", cri_info=cri_info(10), kubelet_config=kubelet_config())])
     for level in ar.FAIL_ON:
         assert ar.audit_fail_reason(clean, level) is None
-    # 85 %: over the high threshold, and exactly at imagefs.available 15 %, which is not yet below it (no eviction)
+    # 85 %: over the high threshold, and exactly at imagefs.available 15 %, which is not yet below it (no eviction) but near it
     warn_only = build([node("a", cri_info=cri_info(85), kubelet_config=kubelet_config())])
     assert ar.audit_fail_reason(warn_only, "error") is None
-    assert ar.audit_fail_reason(warn_only, "warning") == "The audit fails on warning: 1 warning on 1 node (a)."
+    assert ar.audit_fail_reason(warn_only, "warning") == "The audit fails on warning: 2 warnings on 1 node (a)."
+    assert [f["code"] for f in warn_only["nodes"][0]["findings"]] == ["near_eviction", "over_high_threshold"]
     info_only = build([node("a", runtime_config=runtime_config([{"severity": "info", "code": "x", "message": "m"}]))])
     assert ar.audit_fail_reason(info_only, "warning") is None
     failed_only = build([node("a", error="unreachable")])
@@ -611,3 +618,76 @@ def test_credential_records_in_json_markdown_and_html():
     assert "- Credential records (-): - pulled-image records; feature gate KubeletEnsureSecretPulledImages unset" in md
     html = render("html", report)
     assert "Credential records (/data/kubelet/image_manager): 3 pulled-image records; feature gate KubeletEnsureSecretPulledImages enabled." in html
+
+
+# ---------------------------------------------------------------------------------------------- eviction signals, inodes
+def test_near_eviction_on_every_signal_from_the_effective_eviction_hard():
+    cri = cri_info(70)  # 30 % available
+    cri["imagefs"][0].update(inodes_total=100000, inodes_free=8000)  # 8 % inodes free
+    kubelet = kubelet_config()
+    kubelet["effective"]["evictionHard"] = {"imagefs.available": "27%", "imagefs.inodesFree": "5%", "nodefs.available": "10%",
+                                            "nodefs.inodesFree": "5%"}
+    # nodefs: 4096-byte blocks, 1000 of them, 110 available (11 %); 1000 inodes, 40 free (4 %: below 5 %)
+    n = build([node("a", cri_info=cri, kubelet_config=kubelet, nodefs="4096 1000 110 1000 40")])["nodes"][0]
+    states = {s["signal"]: (s["state"], s["free_percent"], s["threshold_percent"]) for s in n["eviction_signals"]}
+    assert states == {"imagefs.available": ("near", 30.0, 27.0), "imagefs.inodesFree": ("near", 8.0, 5.0),
+                      "nodefs.available": ("near", 11.0, 10.0), "nodefs.inodesFree": ("reached", 4.0, 5.0)}
+    assert n["near_eviction"] is True and n["health"] == "critical"
+    codes = [(f["severity"], f["code"]) for f in n["findings"]]
+    assert codes == [("error", "eviction_threshold_reached")] + [("warning", "near_eviction")] * 3
+    assert n["findings"][0]["message"] == ("The kubelet's root filesystem (nodefs) has 4.0% of its inodes free, below the kubelet's hard "
+                                           "eviction threshold nodefs.inodesFree 5% (kubelet_config): the kubelet evicts pods to reclaim it.")
+    assert ("The image filesystem /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs has 8.0% of its inodes free, within 5 "
+            "percentage points of the kubelet's hard eviction threshold imagefs.inodesFree 5% (kubelet_config).") in [f["message"] for f in n["findings"]]
+    # a smaller margin: only what is within it
+    narrow = ar.audit_report([node("a", cri_info=cri, kubelet_config=kubelet, nodefs="4096 1000 110 1000 40")], eviction_margin_percent=2)
+    assert [s["state"] for s in narrow["nodes"][0]["eviction_signals"]] == ["ok", "ok", "near", "reached"]
+    assert narrow["summary"]["nodes_near_eviction"] == 1
+
+
+def test_eviction_signals_off_unknown_and_defaults():
+    # a kubelet map without a signal turns it off; no nodefs measure is unknown; without kubelet_config the kubelet's defaults
+    n = build([node("a", cri_info=cri_info(50), kubelet_config=kubelet_config())])["nodes"][0]
+    assert [s["state"] for s in n["eviction_signals"]] == ["ok", "off", "off", "off"]
+    d = build([node("a", cri_info=cri_info(50), nodefs="garbage")])["nodes"][0]
+    assert [(s["state"], s["threshold"], s["source"]) for s in d["eviction_signals"]] == [
+        ("ok", "15%", "default"), ("ok", "5%", "default"), ("unknown", "10%", "default"), ("unknown", "5%", "default")]
+    assert d["near_eviction"] is False
+    failed = build([node("a", error="unreachable")])["nodes"][0]
+    assert {s["state"] for s in failed["eviction_signals"]} == {"unknown"} and failed["near_eviction"] is False
+    with pytest.raises(AnsibleFilterError, match="eviction_margin_percent to be an integer, 0 or more, got -1"):
+        ar.audit_report([], eviction_margin_percent=-1)
+
+
+def test_inode_thresholds_and_inode_shortfall():
+    cri = cri_info(40)
+    cri["imagefs"][0].update(inodes_total=1000, inodes_free=80)
+    run = image_gc([1 * MiB], usage_before=40, insufficient=True)
+    run.update(inodes_usage_before=92, inodes_to_free=420)
+    n = build([node("a", cri_info=cri, kubelet_config=kubelet_config(), image_gc_policy=run,
+                    inodes_thresholds={"high_percent": 90, "low_percent": 50})])["nodes"][0]
+    assert n["imagefs"]["inodes_usage_percent"] == 92
+    assert (n["thresholds"]["inodes_high_percent"], n["thresholds"]["inodes_low_percent"]) == (90, 50)
+    by_code = {f["code"]: f["message"] for f in n["findings"]}
+    assert by_code["over_inodes_high_threshold"] == ("The image filesystem /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs has 92% of "
+                                                     "its inodes used, at or above the image GC inode high threshold of 90%.")
+    assert by_code["gc_insufficient"].startswith("Image GC under the node's policy would not bring inode usage from 92% down")
+    assert n["over_high_threshold"] is False and n["health"] == "warning"
+
+
+def test_near_eviction_in_markdown_and_html():
+    cri = cri_info(50)
+    cri["imagefs"][0].update(inodes_total=1000, inodes_free=80)  # 8 % inodes free, default imagefs.inodesFree 5 %
+    report = build([node("near-1", cri_info=cri, nodefs="4096 1000 500 1000 900"), node("far-1", cri_info=cri_info(10))])
+    assert report["summary"]["nodes_near_eviction"] == 1
+    md = render("markdown", report)
+    assert "- Near a hard eviction threshold: 1" in md
+    assert ("- Eviction signals (**near eviction**): imagefs.available 50% free (threshold 15%, 15%): ok; imagefs.inodesFree 8% free "
+            "(threshold 5%, 5%): near; nodefs.available 50% free (threshold 10%, 10%): ok; nodefs.inodesFree 90% free (threshold 5%, 5%): ok") in md
+    assert "nodefs.available 10%: not measured" in md  # far-1 has no nodefs measure
+    assert "near_eviction" in md
+    html = render("html", report)
+    check_html(html)
+    assert '<span class="n">1</span><span class="l">near eviction</span>' in html
+    assert html.count('<span class="badge warning">near eviction</span>') == 1
+    assert "imagefs.inodesFree 8% free (threshold 5%, 5%): near" in html and "near_eviction" in html

@@ -82,3 +82,18 @@ def test_findings_at_or_above_rejects_an_unknown_level():
     assert findings_at_or_above(None, "error") == []
     with pytest.raises(AnsibleFilterError, match="fail_on must be one of error, warning, never, got 'info'"):
         findings_at_or_above(FINDINGS, "info")
+
+
+def test_imagefs_pressure_triggers_on_bytes_or_inodes():
+    from ansible_collections.kubenode.gc.plugins.filter.node_policy import imagefs_pressure
+    fs = {"kind": "image", "mountpoint": "/var/lib/containerd", "usage_percent": 40, "inodes_total": 1000, "inodes_free": 80}
+    info = {"imagefs": [fs]}
+    assert imagefs_pressure(info, 85) == []  # inodes left out without inodes_high
+    assert imagefs_pressure(info, 85, inodes_high=92) == ["imagefs inode usage 92% is at or above the inode high threshold 92%"]
+    assert imagefs_pressure(info, 85, inodes_high=93) == []
+    assert imagefs_pressure(info, "40", inodes_high="") == ["imagefs usage 40% is at or above the high threshold 40%"]
+    assert len(imagefs_pressure([fs], 40, inodes_high=90)) == 2
+    # a filesystem that reports no inodes (or no usage) is never over on that measure
+    assert imagefs_pressure([dict(fs, inodes_total=None, usage_percent=None)], 1, inodes_high=1) == []
+    with pytest.raises(AnsibleFilterError, match="inodes_high must be an integer percent, got 'x'"):
+        imagefs_pressure(info, 85, inodes_high="x")

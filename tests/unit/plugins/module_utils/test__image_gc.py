@@ -24,11 +24,13 @@ class FakeNode:
 
     endpoint = "unix:///fake.sock"
 
-    def __init__(self, capacity, available, frees=None, fail=()):
+    def __init__(self, capacity, available, frees=None, fail=(), inodes_total=0, inodes_free=0, frees_inodes=None):
         self.capacity, self.available = capacity, available
         self.frees = frees or {}
         self.fail = set(fail)
         self.removed = []
+        self.inodes_total, self.inodes_free = inodes_total, inodes_free
+        self.frees_inodes = frees_inodes or {}
 
     def list_containers(self):
         return []
@@ -41,26 +43,30 @@ class FakeNode:
         else:
             self.removed.append(image["image"])
             self.available += self.frees.get(image["image"], 0)
+            self.inodes_free += self.frees_inodes.get(image["image"], 0)
             fut.set_result(None)
         return fut
 
     def statvfs(self, mountpoint):
-        return {"available_bytes": self.available, "usage_percent": usage_percent(self.capacity, self.available)}
+        return {"available_bytes": self.available, "usage_percent": usage_percent(self.capacity, self.available),
+                "inodes_total": self.inodes_total, "inodes_free": self.inodes_free}
 
 
 def image(n, size):
     return {"id": "sha256:%064d" % n, "repo_tags": ["img:%d" % n], "repo_digests": [], "size": size, "in_use": False, "pinned": False, "sandbox_image": False}
 
 
-def execute(node, images, high=85, low=80, max_age=0, tracking_since=T, records=None, measure_freed=True, parallelism=64):
+def execute(node, images, high=85, low=80, max_age=0, tracking_since=T, records=None, measure_freed=True, parallelism=64, inodes=(None, None),
+            max_removals=None):
     """Plan at T with all images last seen long ago, then run the removals; returns (result, removed ids)."""
     records = records or {i["id"]: {"first_detected": 0, "last_used": 0, "last_possible_use": 0} for i in images}
-    opts = {"mode": "threshold", "high": high, "low": low, "min_age": 0, "max_age": max_age, "max_removals": None,
-            "measure_freed": measure_freed, "parallelism": parallelism}
-    plan = policy.plan(images, records, policy.PlanOptions("threshold", high, low, 0, max_age), T, node.capacity, node.available,
-                       tracking_since=tracking_since)
+    opts = {"mode": "threshold", "high": high, "low": low, "min_age": 0, "max_age": max_age, "max_removals": max_removals,
+            "measure_freed": measure_freed, "parallelism": parallelism, "inodes_high": inodes[0], "inodes_low": inodes[1]}
+    plan = policy.plan(images, records, policy.PlanOptions("threshold", high, low, 0, max_age, max_removals=max_removals, inodes_high=inodes[0],
+                                                          inodes_low=inodes[1]),
+                       T, node.capacity, node.available, tracking_since=tracking_since, inodes=(node.inodes_total, node.inodes_free))
     state = SimpleNamespace(plan=plan, capacity=node.capacity, available=node.available, mountpoint="/imagefs", images=images,
-                            ledger_path="", records=records)
+                            ledger_path="", records=records, inodes_total=node.inodes_total, inodes_free=node.inodes_free)
     result = gc.new_result(plan, False)
     gc._remove(result, state, opts, node, node.statvfs)
     return plan, result
@@ -202,7 +208,8 @@ def test_a_ledger_that_cannot_be_written_is_reported_with_the_removals(monkeypat
                        policy.PlanOptions("prune", 85, 80, 0, 0), T, node.capacity, node.available, tracking_since=T)
     records = {i["id"]: {"first_detected": 0, "last_used": 0} for i in images}
     state = SimpleNamespace(plan=plan, capacity=node.capacity, available=node.available, mountpoint="/imagefs", images=images,
-                            ledger_path="/full/ledger.json", records=records, ledger={"version": 1, "created": 0, "images": {}})
+                            ledger_path="/full/ledger.json", records=records, ledger={"version": 1, "created": 0, "images": {}},
+                            inodes_total=0, inodes_free=0)
 
     def save(path, ledger):
         raise gc._ledger.LedgerError("Cannot write the image ledger %s: No space left on device." % path)
@@ -213,3 +220,64 @@ def test_a_ledger_that_cannot_be_written_is_reported_with_the_removals(monkeypat
     assert len(result["removed"]) == 3 and result["errors"] == []
     assert result["ledger_message"] == "Removed 3 image(s), but cannot write the image ledger /full/ledger.json: No space left on device."
     assert result["ledger"] == {"path": "", "saved": False, "records": 0}
+def test_inode_pass_frees_inodes_to_the_low_mark_in_measured_batches_in_eviction_order():
+    # bytes at 10 % (high 85 not reached), inodes at 90 %: ten images, 1000 inodes used of 1000+100, each removal frees 100
+    images = [image(n, 10) for n in range(10)]
+    node = FakeNode(capacity=1000, available=900, inodes_total=1000, inodes_free=100, frees_inodes={i["id"]: 100 for i in images})
+    plan, result = execute(node, images, inodes=(90, 50))
+    assert not plan.threshold_hit and plan.inode_hit and plan.inodes_usage_before == 90
+    assert plan.inodes_to_free == 400 and plan.inode_estimate == 90
+    assert len(plan.inode_space) == 5  # 5 x 90 estimated >= 400
+    # measured: 4 removals of 100 inodes reach 50 %; none further; in eviction order (ids ascending here)
+    assert node.removed == [i["id"] for i in images[:4]]
+    assert [r["reason"] for r in result["removed"]] == ["inodes"] * 4
+    assert result["inodes_usage_before"] == 90 and result["inodes_usage_after"] == 50
+    assert result["inodes_freed_measured"] == 400 and result["inodes_to_free"] == 400
+    assert result["target_reached"] and not result["insufficient"] and result["bytes_to_free"] == 0
+
+
+def test_inode_pass_goes_after_the_byte_pass_and_skips_when_bytes_freed_enough_inodes():
+    images = [image(n, 100) for n in range(6)]
+    node = FakeNode(capacity=1000, available=100, frees={i["id"]: 100 for i in images}, inodes_total=1000, inodes_free=400,
+                    frees_inodes={i["id"]: 300 for i in images})
+    plan, result = execute(node, images, high=85, low=80, inodes=(60, 40))
+    assert plan.threshold_hit and plan.inode_hit
+    # the byte pass needs 100 bytes: one image, which frees 300 inodes: inode usage 30 % <= 40 %, no inode pass removal
+    assert [r["reason"] for r in result["removed"]] == ["space"]
+    assert result["inodes_usage_after"] == 30 and result["target_reached"]
+
+
+def test_inode_removals_that_free_no_inodes_stop_the_pass_with_a_warning():
+    images = [image(n, 10) for n in range(6)]
+    node = FakeNode(capacity=1000, available=900, inodes_total=1000, inodes_free=100)
+    plan, result = execute(node, images, inodes=(90, 50))
+    assert len(node.removed) == 1
+    assert any("freed no inodes on /imagefs" in w for w in result["warnings"])
+    assert result["insufficient"] and not result["target_reached"]
+    assert any(w.startswith("Insufficient free inodes on the node's image filesystem (90% of 1000 inodes used)") for w in result["warnings"])
+
+
+def test_inode_pass_respects_max_removals_and_runs_with_the_byte_pass_disabled():
+    images = [image(n, 10) for n in range(6)]
+    node = FakeNode(capacity=1000, available=0, inodes_total=1000, inodes_free=0, frees_inodes={i["id"]: 100 for i in images})
+    plan, result = execute(node, images, high=100, low=99, inodes=(90, 50), max_removals=2)
+    assert plan.disabled and plan.inode_hit
+    assert len(node.removed) == 2 and result["insufficient"]
+
+
+def test_inode_thresholds_are_both_or_neither_and_low_below_high():
+    import pytest
+    from ansible_collections.kubenode.gc.plugins.module_utils._errors import OptionError
+    base = {"mode": "threshold", "high_threshold_percent": 85, "low_threshold_percent": 80, "min_age": "2m", "max_age": "0s", "keep_images": [],
+            "ledger_path": "", "measure_freed": True, "fail_on_insufficient": False, "max_removals": None, "parallelism": 64, "lock_timeout": 1.0,
+            "cri_endpoint": None, "cri_timeout": 10}
+    with pytest.raises(OptionError, match=r"^inodes_high_threshold_percent and inodes_low_threshold_percent must be set together, "
+                                          r"got only inodes_high_threshold_percent\.$"):
+        gc.options(dict(base, inodes_high_threshold_percent=90, inodes_low_threshold_percent=None))
+    with pytest.raises(OptionError, match=r"^inodes_low_threshold_percent 90 must be less than inodes_high_threshold_percent 90\.$"):
+        gc.options(dict(base, inodes_high_threshold_percent=90, inodes_low_threshold_percent=90))
+    with pytest.raises(OptionError, match=r"^inodes_high_threshold_percent 101 must be between 0 and 100, inclusive\.$"):
+        gc.options(dict(base, inodes_high_threshold_percent=101, inodes_low_threshold_percent=90))
+    opts = gc.options(dict(base, inodes_high_threshold_percent=90, inodes_low_threshold_percent=80))
+    assert (opts["inodes_high"], opts["inodes_low"]) == (90, 80)
+    assert gc.options(base)["inodes_high"] is None

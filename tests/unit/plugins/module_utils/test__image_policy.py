@@ -622,3 +622,61 @@ def test_records_without_last_possible_use_count_their_last_sighting_as_in_use()
     records = policy.detect(old, [img(0), img(1)], set(), T + HOUR, T + HOUR)
     assert records["image-0"]["last_possible_use"] == T + HOUR
     assert records["image-1"]["last_possible_use"] == T - HOUR
+
+
+# -- the inode pass (no kubelet equivalent) ------------------------------------------------------
+
+
+def inode_plan(images, records, total, free, inodes_high=90, inodes_low=50, high=85, low=80, available=10**6, max_removals=None):
+    opts = policy.PlanOptions("threshold", high, low, 0, 0, max_removals=max_removals, inodes_high=inodes_high, inodes_low=inodes_low)
+    return policy.plan(images, records, opts, T, 10**6, available, inodes=(total, free))
+
+
+def test_inode_targets_use_the_kubelet_usage_formula_over_inodes():
+    # usage = 100 - floor(free*100/total) <= low  <=>  free >= ceil(total*(100-low)/100)
+    assert policy.target_inodes_free(1000, 50) == 500
+    assert policy.target_inodes_free(999, 50) == 500  # 499 free would floor to 49 %: usage 51
+    assert policy.inodes_to_free(1000, 100, 50) == 400
+    assert policy.inode_estimate(1000, 8) == 125 and policy.inode_estimate(10, 0) == 0
+
+
+def test_inode_pass_plans_the_byte_eviction_order_after_the_byte_pass():
+    images = [img(n, 10) for n in range(8)] + [img("used", 10, in_use=True), img("young", 10)]
+    records = {i["id"]: {"first_detected": Z, "last_used": Z} for i in images}
+    records["image-3"] = {"first_detected": Z, "last_used": T - HOUR}  # used an hour ago: evicted last
+    records["image-young"] = {"first_detected": T, "last_used": Z}
+    opts = policy.PlanOptions("threshold", 85, 80, MINUTE, 0, inodes_high=90, inodes_low=50)
+    result = policy.plan(images, records, opts, T, 10**6, 10**6, inodes=(1000, 50))
+    assert not result.threshold_hit and result.inode_hit
+    assert result.inodes_usage_before == 95 and result.inodes_to_free == 450
+    assert result.inode_estimate == 95  # 950 used / 10 images
+    # 5 x 95 >= 450; in eviction order: never used (by id), then image-3; in use and too young never
+    assert ids(result.inode_space) == ["image-0", "image-1", "image-2", "image-4", "image-5"]
+    assert result.kept["in_use"] == 1 and result.kept["too_young"] == 1 and result.kept["not_needed"] == 3
+    assert not result.inodes_estimated_short and ids(result.removals) == ids(result.inode_space)
+
+
+def test_inode_pass_off_below_the_high_mark_without_thresholds_and_in_prune_mode():
+    images = [img(n, 10) for n in range(4)]
+    records = {i["id"]: {"first_detected": Z, "last_used": Z} for i in images}
+    below = inode_plan(images, records, 1000, 110)  # 89 %
+    assert below.inodes_usage_before == 89 and not below.inode_hit and below.removals == []
+    off = inode_plan(images, records, 1000, 0, inodes_high=None, inodes_low=None)
+    assert off.inodes_usage_before == 100 and not off.inode_hit and off.removals == []
+    opts = policy.PlanOptions("prune", 85, 80, 0, 0, inodes_high=90, inodes_low=50)
+    prune = policy.plan(images, records, opts, T, 10**6, 10**6, inodes=(1000, 0))
+    assert not prune.inode_hit and ids(prune.space) == ids(images) and prune.inode_space == []
+
+
+def test_inode_pass_takes_images_the_byte_pass_left_and_caps_and_shortfalls():
+    images = [img(n, 100) for n in range(4)]
+    records = {i["id"]: {"first_detected": Z, "last_used": Z} for i in images}
+    # bytes: 10**6 capacity, 150000 available (85 %) -> 50000 to free: image-0 alone is not enough, all four are planned
+    both = inode_plan(images, records, 100, 0, available=150000)
+    assert both.threshold_hit and both.estimated_short and ids(both.space) == ids(images)
+    assert both.inode_hit and both.inode_space == [] and both.inodes_estimated_short
+    capped = inode_plan(images, records, 100, 0, max_removals=1)
+    assert ids(capped.inode_space) == ["image-0"] and capped.kept["not_needed"] == 3
+    # high 100 without max age turns the byte pass off, not the inode pass
+    disabled = inode_plan(images, records, 100, 0, high=100, low=99)
+    assert disabled.disabled and ids(disabled.inode_space) == ["image-0", "image-1"]  # 25 each, 50 to free
