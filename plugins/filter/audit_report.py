@@ -25,7 +25,7 @@ from ansible_collections.kubenode.gc.plugins.plugin_utils._report_fleet import e
 SCHEMA_VERSION = 2
 FAIL_ON = ("never", "drift", "warning", "error")
 # Parts of a node dict, in the order they are checked, and where their findings come from.
-PARTS = ("cri_info", "kubelet_config", "runtime_config", "image_gc_policy", "image_gc_prune", "container_gc")
+PARTS = ("cri_info", "kubelet_config", "runtime_config", "image_gc_policy", "image_gc_prune", "container_gc", "image_pin")
 FINDING_PARTS = ("kubelet_config", "runtime_config")
 GC_PARTS = {"image_gc_policy": "image_gc", "image_gc_prune": "image_gc", "container_gc": "container_gc"}
 IMAGEFS_KEYS = ("mountpoint", "capacity_bytes", "used_bytes", "available_bytes", "usage_percent")
@@ -135,6 +135,37 @@ def _credential_records(kubelet, found):
                 pulled_records=pulled)
 
 
+def _pinning(cri, pin, keep_images):
+    """What the kubelet's own image GC may remove: keep-listed images the runtime does not pin (from image_pin in check
+    mode: what it would pin), and whether the sandbox image is pinned (the kubelet protects only pinned images)."""
+    images = (cri or {}).get("images")
+    sandbox = [i for i in images if isinstance(i, Mapping) and i.get("sandbox_image")] if isinstance(images, list) else []
+    unpinned = None
+    if isinstance(pin, Mapping) and pin.get("supported"):
+        unpinned = sorted(_text((i.get("repo_tags") or [i.get("id")])[0]) for i in pin.get("pinned") or [] if isinstance(i, Mapping))
+    return dict(supported=None if not isinstance(pin, Mapping) else bool(pin.get("supported")),
+                keep_images=len(keep_images) if isinstance(keep_images, (list, tuple)) else 0,
+                keep_images_unpinned=unpinned,
+                sandbox_image_pinned=bool(sandbox[0].get("pinned")) if sandbox else None)
+
+
+def _pinning_findings(pinning, runtime):
+    findings = []
+    if pinning["keep_images_unpinned"]:
+        findings.append(_finding("image_pin", "warning", "keep_images_not_pinned",
+                                 "%d keep-listed image(s) are not pinned in the runtime, so the kubelet's own image GC can remove them: %s "
+                                 "(kubenode.gc.image_pin pins them)." % (len(pinning["keep_images_unpinned"]), ", ".join(pinning["keep_images_unpinned"]))))
+    elif pinning["supported"] is False and pinning["keep_images"]:
+        findings.append(_finding("image_pin", "warning", "keep_images_not_pinned",
+                                 "The runtime (%s %s) cannot pin images, so the kubelet's own image GC can remove the %d keep-listed pattern(s)' "
+                                 "images; only this collection's runs honour the keep list." % (runtime["name"], runtime["version"], pinning["keep_images"])))
+    if pinning["sandbox_image_pinned"] is False:
+        findings.append(_finding("audit", "warning", "sandbox_image_not_pinned",
+                                 "The sandbox image %s is not pinned by the runtime; the kubelet protects only pinned images, so its image GC "
+                                 "can remove it under disk pressure." % (runtime["sandbox_image"] or "(unknown)")))
+    return findings
+
+
 def _node(node):
     error = _text(node.get("error")) or None
     results, parts_failed, findings = {}, {}, []
@@ -184,6 +215,10 @@ def _node(node):
                                  % (human_bytes(_int(policy_run.get("bytes_freed_estimated")) or 0),
                                     human_bytes(_int(policy_run.get("bytes_to_free")) or 0), policy_run.get("usage_before"))))
 
+    pinning = _pinning(cri, results["image_pin"], node.get("keep_images"))
+    if cri is not None:
+        findings += _pinning_findings(pinning, _runtime(cri))
+
     images = (cri or {}).get("images")
     images = [i for i in images if isinstance(i, Mapping)] if isinstance(images, list) else None
     return dict(
@@ -211,6 +246,7 @@ def _node(node):
         parts_failed=parts_failed,
         metrics_file=_text(node.get("metrics_file")) or None,
         credential_records=_credential_records(results["kubelet_config"], node.get("credential_records")),
+        pinning=pinning,
     )
 
 

@@ -124,7 +124,7 @@ def by_host(report):
 # ---------------------------------------------------------------------------------------------- the report
 NODE_KEYS = {"host", "status", "health", "error", "runtime", "imagefs", "container_filesystems", "thresholds", "headroom",
              "over_high_threshold", "images", "containers", "findings", "drift", "parts_failed", "metrics_file", "eviction_signals", "near_eviction"}
-NODE_KEYS |= {"credential_records"}
+NODE_KEYS |= {"credential_records", "pinning"}
 
 
 def test_schema_fields_and_types():
@@ -618,6 +618,37 @@ def test_credential_records_in_json_markdown_and_html():
     assert "- Credential records (-): - pulled-image records; feature gate KubeletEnsureSecretPulledImages unset" in md
     html = render("html", report)
     assert "Credential records (/data/kubelet/image_manager): 3 pulled-image records; feature gate KubeletEnsureSecretPulledImages enabled." in html
+
+
+# ---------------------------------------------------------------------------------------------- pinning (issue 14)
+def test_keep_listed_images_not_pinned_and_an_unpinned_sandbox_image_are_findings_in_json_markdown_and_html():
+    unpinned_sandbox = cri_info(40)
+    unpinned_sandbox["images"][0]["pinned"] = False
+    pin = {"changed": True, "supported": True, "pinned": [{"id": "sha256:bbb", "repo_tags": ["docker.io/library/app:1"]}], "unpinned": []}
+    old = dict(cri_info(40), runtime=dict(cri_info(40)["runtime"], version="1.6.20~ds1"))
+    report = ar.audit_report([
+        node("pinnable", cri_info=unpinned_sandbox, image_pin=pin, keep_images=["docker.io/library/app:*"]),
+        node("all-pinned", cri_info=cri_info(40), image_pin=dict(pin, changed=False, pinned=[]), keep_images=["docker.io/library/app:*"]),
+        node("cannot-pin", cri_info=old, image_pin={"changed": False, "supported": False, "pinned": [], "unpinned": []}, keep_images=["app:*"]),
+        node("no-keep-list", cri_info=old, image_pin={"changed": False, "supported": False, "pinned": [], "unpinned": []}, keep_images=[]),
+    ])
+    hosts = by_host(report)
+    codes = {h: sorted(f["code"] for f in n["findings"] if f["source"] in ("image_pin", "audit") and "pin" in f["code"]) for h, n in hosts.items()}
+    assert codes == {"pinnable": ["keep_images_not_pinned", "sandbox_image_not_pinned"], "all-pinned": [],
+                     "cannot-pin": ["keep_images_not_pinned"], "no-keep-list": []}
+    assert hosts["pinnable"]["pinning"] == {"supported": True, "keep_images": 1, "keep_images_unpinned": ["docker.io/library/app:1"],
+                                            "sandbox_image_pinned": False}
+    assert hosts["cannot-pin"]["pinning"]["supported"] is False and hosts["cannot-pin"]["pinning"]["keep_images_unpinned"] is None
+    message = [f["message"] for f in hosts["pinnable"]["findings"] if f["code"] == "keep_images_not_pinned"][0]
+    assert message.startswith("1 keep-listed image(s) are not pinned in the runtime") and "docker.io/library/app:1" in message
+    assert [f["message"] for f in hosts["cannot-pin"]["findings"] if f["code"] == "keep_images_not_pinned"][0].startswith(
+        "The runtime (containerd 1.6.20~ds1) cannot pin images")
+    # no image_pin result at all (an older playbook): nothing is claimed about keep lists
+    assert by_host(build())["node-a"]["pinning"] == {"supported": None, "keep_images": 0, "keep_images_unpinned": None, "sandbox_image_pinned": True}
+    json.dumps(report)
+    for fmt in ("md", "html"):
+        text = render(fmt, report)
+        assert "keep_images_not_pinned" in text and "sandbox_image_not_pinned" in text
 
 
 # ---------------------------------------------------------------------------------------------- eviction signals, inodes
