@@ -82,7 +82,8 @@ options:
         value containerd pins (the image record of exactly that name) when it pulls or imports the image and when it
         starts; entries with other keys, such as C(sandbox), are left alone, and C(kubenode-gc/) entries not in the list
         are removed. V([]) removes them all. containerd does not unpin an image present when its entry is removed: its
-        C(io.cri-containerd.pinned) label stays until the image or the label is removed (for example with C(ctr)). A non-empty list on a version 1 or 2 config fails the task."
+        C(io.cri-containerd.pinned) label stays until the image or the label is removed (for example with C(ctr)).
+        A non-empty list on a version 1 or 2 config fails the task."
       - "CRI-O: C(graphroot), C(runroot) and C(imagestore) (absolute paths), C(driver) (one of V(overlay), V(vfs), V(btrfs),
         V(zfs), V(devmapper) and V(aufs)) and C(pause_image) (the pod sandbox image)."
     type: dict
