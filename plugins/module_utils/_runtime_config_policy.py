@@ -28,6 +28,11 @@ STORAGE_PATH = "/etc/containers/storage.conf"
 DROPIN_DIR = "/etc/crio/crio.conf.d"
 
 CONTAINERD_KEYS = ("root", "state", "snapshotter", "sandbox_image")
+# containerd 2.x (config version 3) pins every value of [plugins."io.containerd.cri.v1.images".pinned_images] (the
+# image records of that exact name) when it pulls or imports an image and when it starts; the key "sandbox" also names
+# the sandbox image. The pins of settings.pinned_images are the keys with this prefix: "kubenode-gc/<image>" = "<image>".
+PINNED_IMAGES = "pinned_images"
+PIN_KEY_PREFIX = "kubenode-gc/"
 CRIO_KEYS = ("graphroot", "runroot", "imagestore", "driver", "pause_image")
 PATH_KEYS = ("root", "state", "graphroot", "runroot", "imagestore")
 DRIVERS = ("overlay", "vfs", "btrfs", "zfs", "devmapper", "aufs")
@@ -111,7 +116,7 @@ def same(key, current, wanted):
 
 def check_settings(runtime, settings):
     """The settings to enforce, checked and normalised; null values are left out."""
-    keys = CONTAINERD_KEYS if runtime == "containerd" else CRIO_KEYS
+    keys = CONTAINERD_KEYS + (PINNED_IMAGES,) if runtime == "containerd" else CRIO_KEYS
     unknown = sorted(set(settings or {}) - set(keys))
     if unknown:
         raise ConfigError(
@@ -122,6 +127,9 @@ def check_settings(runtime, settings):
     for key in keys:
         value = (settings or {}).get(key)
         if value is None:
+            continue
+        if key == PINNED_IMAGES:
+            wanted[key] = check_pinned_images(value)
             continue
         if not isinstance(value, str):
             raise ConfigError("settings.%s must be a string, got %r." % (key, value))
@@ -141,6 +149,16 @@ def check_settings(runtime, settings):
     return wanted
 
 
+def check_pinned_images(value):
+    """settings.pinned_images: a list of image references, normalised as containerd names its images, sorted, unique."""
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError("settings.pinned_images must be a list of image references, got %r." % (value,))
+    for ref in value:
+        if not isinstance(ref, str) or not is_image_ref(ref) or ref.startswith("sha256:"):
+            raise ConfigError("settings.pinned_images must hold image references such as docker.io/library/busybox:1.36, got %r." % (ref,))
+    return sorted(set(normalize_image_ref(ref) for ref in value))
+
+
 # -- containerd -----------------------------------------------------------------
 
 
@@ -158,6 +176,8 @@ def containerd_current(data, version, imports=()):
     """The effective values of the main file's ``data`` merged with its ``imports`` (see containerd_winners)."""
     winners = containerd_winners([(None, data)] + list(imports), version)
     current = {k: CONTAINERD_DEFAULTS[k] if _blank(v) is None else v for k, (v, source) in winners.items()}
+    if version == 3:
+        current[PINNED_IMAGES] = sorted(_our_pins(data).values())
     current["config_version"] = version
     return current
 
@@ -279,6 +299,27 @@ def import_overrides(path, data, imports, version, wanted):
     return out
 
 
+def _our_pins(data):
+    """{key: image} of the pinned_images entries settings.pinned_images manages in a version 3 config."""
+    table = lookup(data, _IMAGES_V3, PINNED_IMAGES)
+    return {k: v for k, v in (table if isinstance(table, dict) else {}).items() if k.startswith(PIN_KEY_PREFIX)}
+
+
+def _pin_edits(data, path, version, pins):
+    """The edits that make the kubenode-gc/ entries of pinned_images exactly ``pins`` (a version 3 config only)."""
+    if version != 3:
+        if not pins:
+            return []
+        raise ConfigError(
+            "settings.pinned_images needs a version 3 config (containerd 2.x); %s %s."
+            % (path, "has no version key" if version is None else "is a version %d config, in which containerd pins only its sandbox image" % version)
+        )
+    table = _IMAGES_V3 + (PINNED_IMAGES,)
+    ours = _our_pins(data)
+    wanted = {PIN_KEY_PREFIX + ref: ref for ref in pins}
+    edits = [(table, k, v) for k, v in sorted(wanted.items()) if ours.get(k) != v]
+    return edits + [(table, k, None) for k in sorted(ours) if k not in wanted]
+
 
 def plan_containerd(text, path, settings, imports=()):
     """Plan the edit of a containerd config.toml; ``text`` is None when the file is missing and no content is given.
@@ -296,7 +337,10 @@ def plan_containerd(text, path, settings, imports=()):
     if refused:
         raise ConfigError("%s; nothing was changed, edit or remove that import first." % refused[0])
     layout = CONTAINERD_LAYOUT[version or 2]
+    pins = wanted.pop(PINNED_IMAGES, None)
     edits = [layout[k] + (v,) for k, v in wanted.items() if not same(k, lookup(data, *layout[k]), v)]
+    if pins is not None:
+        edits += _pin_edits(data, path, version, pins)
     after = None
     if edits:
         if text is None:

@@ -64,14 +64,22 @@ def from_sandbox_info(info):
 
 
 def _listener_pid(socket_path):
-    """Pid of the process listening on a unix socket (through /proc), or None."""
+    """Pid of the process listening on a unix socket (through /proc), or None.
+
+    /proc/net/unix names the path the socket was bound to, which may go through a symlink (cri-o's default
+    /var/run/crio/crio.sock is /run/crio/crio.sock), so paths of the same name are compared resolved.
+    """
     inodes = set()
+    target = os.path.realpath(socket_path)
     try:
         with open("/proc/net/unix", encoding="utf-8") as f:
             next(f)
             for line in f:
                 fields = line.split()
-                if len(fields) >= 8 and fields[7] == socket_path and int(fields[3], 16) & 0x10000:  # __SO_ACCEPTCON
+                if len(fields) >= 8 and int(fields[3], 16) & 0x10000 and (  # __SO_ACCEPTCON
+                    fields[7] == socket_path
+                    or (os.path.basename(fields[7]) == os.path.basename(socket_path) and os.path.realpath(fields[7]) == target)
+                ):
                     inodes.add("socket:[%s]" % fields[6])
     except (OSError, ValueError, StopIteration):
         return None

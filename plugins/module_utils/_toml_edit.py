@@ -175,10 +175,18 @@ def _body(item):
 
 
 def _set(text, path, table, key, value, literal):
-    """Set one key on a fresh parse of ``text``; return the new text."""
+    """Set one key on a fresh parse of ``text`` (a value of None removes it); return the new text."""
     doc = tomlkit.parse(text)
     tables = _walk(doc.body, (), {})
     chunks = [(None, doc)] if not table else tables.get(table, [])
+    if value is None:
+        for chunk in chunks:
+            body = _body(chunk[1])
+            for i, (k, item) in enumerate(body):
+                if _is_kv(k, item) and k.key == key and not isinstance(item, Table):
+                    del body[i]
+                    return tomlkit.dumps(doc)
+        return text
     # 1. the key exists: replace its value, keeping indentation and comment
     for chunk in chunks:
         body = _body(chunk[1])
@@ -253,7 +261,7 @@ def _add_table(doc, tables, table, key, value, literal):
 
 
 def set_values(text, path, edits, literal=False):
-    """``text`` with every (table, key, value) of ``edits`` set; ConfigError when the result would be wrong."""
+    """``text`` with every (table, key, value) of ``edits`` set (None: removed); ConfigError when the result would be wrong."""
     if text and not text.endswith("\n"):
         text += "\n"
     for table, key, value in sorted(edits, key=lambda e: len(e[0])):  # parents first, so children nest in them

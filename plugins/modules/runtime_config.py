@@ -75,12 +75,20 @@ options:
     type: path
   settings:
     description:
-      - The settings to enforce, as strings. When not given, the module only reads and reports.
+      - The settings to enforce, as strings (C(pinned_images) a list). When not given, the module only reads and reports.
       - Keys left out or null are not touched. Other keys fail the task, naming the keys the runtime supports.
       - "containerd: C(root) and C(state) (absolute paths; C(root) holds images and snapshots), C(snapshotter) (the CRI
         plugin's snapshotter, such as V(overlayfs), V(zfs) or V(native)) and C(sandbox_image) (the pod sandbox image:
         C(sandbox_image) of the CRI plugin in version 2, C(pinned_images.sandbox) of C(io.containerd.cri.v1.images) in
         version 3)."
+      - "containerd 2.x (version 3 only): C(pinned_images), a list of image references that containerd pins (reports
+        C(pinned) over the CRI, so the kubelet never removes them). Each is written, fully qualified, as
+        C(\"kubenode-gc/<image>\" = \"<image>\") in C(pinned_images) of C(io.containerd.cri.v1.images), whose every
+        value containerd pins (the image record of exactly that name) when it pulls or imports the image and when it
+        starts; entries with other keys, such as C(sandbox), are left alone, and C(kubenode-gc/) entries not in the list
+        are removed. V([]) removes them all. containerd does not unpin an image present when its entry is removed: its
+        C(io.cri-containerd.pinned) label stays until the image or the label is removed (for example with C(ctr)).
+        A non-empty list on a version 1 or 2 config fails the task."
       - "CRI-O: C(graphroot), C(runroot) and C(imagestore) (absolute paths), C(driver) (one of V(overlay), V(vfs), V(btrfs),
         V(zfs), V(devmapper) and V(aufs)) and C(pause_image) (the pod sandbox image)."
     type: dict
@@ -235,7 +243,8 @@ current:
     - The effective value of every setting of the runtime after the run (in check mode, as it would be), with the
       runtime's default where no file sets it (V(null) where the default depends on the runtime's version).
     - containerd also has C(config_version), V(1), V(2), V(3) or V(null) for a missing or empty file (that of the main
-      file). containerd's values are those of the main file merged with its C(imports).
+      file), and in version 3 C(pinned_images), the sorted images of the C(kubenode-gc/) entries of C(pinned_images).
+      containerd's values are those of the main file merged with its C(imports).
     - For CRI-O, C(storage.conf) values are overridden by C([crio]) keys of C(crio.conf) and then by the drop-ins.
   returned: always
   type: dict

@@ -84,6 +84,17 @@ CASES = {
             "containerd_storage_config_path": str(p / "config.toml"), "containerd_storage_root": "var/lib/c",
             "containerd_storage_restart": False, "containerd_storage_validate": False},
         "absolute"),
+    "containerd pins on a version 2 config": (
+        "containerd_storage", lambda p: (p / "config.toml").write_text(CONTAINERD) and {
+            "containerd_storage_config_path": str(p / "config.toml"), "containerd_storage_pinned_images": ["registry.example/app:1"],
+            "containerd_storage_restart": False, "containerd_storage_validate": False},
+        "settings.pinned_images needs a version 3 config (containerd 2.x); "),
+    "crio bad pinned image": (
+        "crio_storage", lambda p: (p / "storage.conf").write_text(STORAGE) and {
+            "crio_storage_storage_conf_path": str(p / "storage.conf"), "crio_storage_config_path": str(p / "crio.conf"),
+            "crio_storage_dropin_dir": str(p / "crio.conf.d"), "crio_storage_pinned_images": ["registry.example/app:1", "bad name"],
+            "crio_storage_restart": False},
+        "crio_storage_pinned_images must be a list of image names such as docker.io/library/busybox:1.36"),
     "crio bad driver": (
         "crio_storage", lambda p: (p / "storage.conf").write_text(STORAGE) and {
             "crio_storage_storage_conf_path": str(p / "storage.conf"), "crio_storage_config_path": str(p / "crio.conf"),

@@ -182,6 +182,28 @@ def test_containerd_v3_edit_creates_pinned_images(ansible, tmp_path, interpreter
     assert ok(run(ansible, {"runtime": "containerd", "path": path, "settings": settings}, interpreter))["changed"] is False
 
 
+def test_containerd_v3_pinned_images_check_real_idempotent_and_removed(ansible, tmp_path, interpreter):
+    path = write(tmp_path / "config.toml", V3_AFTER)
+    pins = {"pinned_images": ["busybox", "registry.example/app:1"]}
+    before = state(path)
+    check = ok(run(ansible, {"runtime": "containerd", "path": path, "settings": pins}, interpreter, check=True))
+    assert check["changed"] is True and state(path) == before
+    res = ok(run(ansible, {"runtime": "containerd", "path": path, "settings": pins}, interpreter))
+    assert res["changed"] is True and res["files"] == [path]
+    assert open(path).read() == V3_AFTER.replace(
+        "      sandbox = 'registry.k8s.io/pause:3.10'\n",
+        "      sandbox = 'registry.k8s.io/pause:3.10'\n"
+        "      'kubenode-gc/docker.io/library/busybox:latest' = 'docker.io/library/busybox:latest'\n"
+        "      'kubenode-gc/registry.example/app:1' = 'registry.example/app:1'\n",
+    )
+    assert res["current"]["pinned_images"] == ["docker.io/library/busybox:latest", "registry.example/app:1"]
+    assert res["changes"] == [{"key": "pinned_images", "before": [], "after": ["docker.io/library/busybox:latest", "registry.example/app:1"]}]
+    assert ok(run(ansible, {"runtime": "containerd", "path": path, "settings": pins}, interpreter))["changed"] is False
+    emptied = ok(run(ansible, {"runtime": "containerd", "path": path, "settings": {"pinned_images": []}}, interpreter))
+    assert emptied["changed"] is True and open(path).read() == V3_AFTER
+    assert emptied["current"]["sandbox_image"] == "registry.k8s.io/pause:3.10"
+
+
 def test_check_and_diff_write_nothing(ansible, tmp_path, interpreter):
     path = write(tmp_path / "config.toml", V2)
     before = state(path)
@@ -392,8 +414,15 @@ BAD = {
         "containerd",
         V2,
         {"graphroot": "/data"},
-        r"^Unknown settings key graphroot for runtime containerd; the supported keys are root, state, snapshotter, sandbox_image\.$",
+        r"^Unknown settings key graphroot for runtime containerd; the supported keys are root, state, snapshotter, sandbox_image, pinned_images\.$",
     ),
+    "pins_on_version_2": (
+        "containerd",
+        V2,
+        {"pinned_images": ["registry.example/app:1"]},
+        r"^settings\.pinned_images needs a version 3 config \(containerd 2\.x\); (?P<path>\S+) is a version 2 config, in which containerd pins only its sandbox image\.$",
+    ),
+    "pins_not_references": ("containerd", V3, {"pinned_images": ["Bad Name"]}, r"^settings\.pinned_images must hold image references such as .*, got 'Bad Name'\.$"),
     "bad_driver": ("crio", STORAGE, {"driver": "overlay3"}, r"^settings\.driver must be one of overlay, vfs, btrfs, zfs, devmapper, aufs, got 'overlay3'\.$"),
     "missing_file": ("containerd", None, {"root": "/data"}, r"^(?P<path>\S+) does not exist; set content to create it\.$"),
     "version_1": (

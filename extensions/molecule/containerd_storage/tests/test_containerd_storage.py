@@ -97,6 +97,25 @@ def test_merged_config(host, name, config):
     assert old["root"] == "/var/lib/containerd" and old["version"] == version
 
 
+def test_pinned_images(host, name, config):
+    """containerd 2.x: the role's pinned_images entries next to the sandbox; an image present before pinned after the restart."""
+    version = NODES[name][2]
+    if version != 3:
+        pytest.skip("containerd 2.x nodes only")
+    entries = config["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]
+    assert entries == {
+        "sandbox": SANDBOX[NODES[name][1]],
+        "kubenode-gc/registry.example/kubenode-gc/absent:1.0": "registry.example/kubenode-gc/absent:1.0",
+        "kubenode-gc/registry.example/kubenode-gc/pinned:1.0": "registry.example/kubenode-gc/pinned:1.0",
+    }
+    if name != "kgc-ctrd2-template":
+        return  # the merge node's images stayed in the old root
+    result = host.ansible("kubenode.gc.cri_info", "gather=images", check=False)
+    assert not result.get("failed"), result
+    pinned = {tag: image["pinned"] for image in result["images"] for tag in image["repo_tags"] if tag.startswith("registry.example/")}
+    assert pinned == {"registry.example/kubenode-gc/pinned:1.0": True, "registry.example/kubenode-gc/unpinned:1.0": False}
+
+
 def test_dedicated_imagefs_mount(host, name):
     if NODES[name][1] != "merge":
         pytest.skip("merge nodes only")

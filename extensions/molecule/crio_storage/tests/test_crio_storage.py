@@ -40,6 +40,10 @@ def cri_info(host):
 def test_crio_restarted_and_answers_cri(host, name):
     before = host.file("/var/tmp/crio-invocation").content_string.strip()
     assert host.service("crio").is_running
+    if name == "kgc-crio-pins":  # only the pins changed: reloaded, not restarted
+        assert host.check_output("systemctl show -p InvocationID --value crio") == before
+        assert cri_info(host)["runtime"]["sandbox_image"] == "registry.k8s.io/pause:3.9-kubenode"
+        return
     assert host.check_output("systemctl show -p InvocationID --value crio") != before
     info = cri_info(host)
     assert info["runtime"]["name"] == "cri-o" and info["runtime"]["version"].startswith("1.37.")
@@ -93,6 +97,27 @@ def test_findings(host, name):
     else:
         assert codes <= {"config_version_1"}
         assert result["current"]["graphroot"] == "/var/lib/containers/storage"
+
+
+def test_pinned_images(host, name):
+    """The role's drop-in and image_pin's (which carries the role's list over): cri-o pins both lists, nothing else."""
+    pins = "/etc/crio/crio.conf.d/90-kubenode-gc-pinned.conf"
+    if name != "kgc-crio-pins":
+        assert not host.file(pins).exists
+        pytest.skip("pins node only")
+    wanted = ["registry.example/kubenode-gc/pinned:1.0", "registry.example/kubenode-gc/absent:1.0"]
+    assert toml(host, pins)["crio"]["image"]["pinned_images"] == wanted
+    image_pin = host.file("/etc/crio/crio.conf.d/99-kubenode-gc-pinned.conf").content_string
+    assert tomllib.loads(image_pin)["crio"]["image"]["pinned_images"] == sorted(wanted + ["registry.example/kubenode-gc/by-image-pin:1.0"])
+    assert '# kubenode.gc pins: ["registry.example/kubenode-gc/by-image-pin:1.0"]\n' in image_pin  # still image_pin's own pin
+    result = host.ansible("kubenode.gc.cri_info", "gather=images cri_endpoint=%s" % ENDPOINT, check=False)
+    assert not result.get("failed"), result
+    pinned = {tag: image["pinned"] for image in result["images"] for tag in image["repo_tags"] if tag.startswith("registry.example/")}
+    assert pinned == {
+        "registry.example/kubenode-gc/pinned:1.0": True,
+        "registry.example/kubenode-gc/by-image-pin:1.0": True,
+        "registry.example/kubenode-gc/unpinned:1.0": False,
+    }
 
 
 def test_template_storage_conf(host, name):

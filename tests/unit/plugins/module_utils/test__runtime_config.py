@@ -66,7 +66,8 @@ def containerd(text, settings=None, path=P, imports=()):
         (V2, dict(config_version=2, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.6")),
         (
             V3 + "[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = 'registry.k8s.io/pause:3.10'\n",
-            dict(config_version=3, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.10"),
+            dict(config_version=3, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.10",
+                 pinned_images=[]),
         ),
         ("", dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None)),
         (None, dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None)),
@@ -244,6 +245,55 @@ def test_empty_file_gets_version_2_and_content_may_say_3():
     assert plan["current"]["config_version"] == 3
 
 
+V3_PINNED = """version = 3
+
+[plugins.'io.containerd.cri.v1.images'.pinned_images]
+  sandbox = 'registry.k8s.io/pause:3.10'   # the pause image
+  base = 'docker.io/library/ubuntu:24.04'
+  'kubenode-gc/registry.example/old:1' = 'registry.example/old:1'
+"""
+
+
+def test_v3_pinned_images_are_ours_by_key_and_exactly_the_list():
+    plan = containerd(V3_PINNED, {"pinned_images": ["busybox", "registry.example/app:2", "registry.example/app:2"]})
+    assert plan["after"] == (
+        "version = 3\n\n"
+        "[plugins.'io.containerd.cri.v1.images'.pinned_images]\n"
+        "  sandbox = 'registry.k8s.io/pause:3.10'   # the pause image\n"
+        "  base = 'docker.io/library/ubuntu:24.04'\n"
+        "  'kubenode-gc/docker.io/library/busybox:latest' = 'docker.io/library/busybox:latest'\n"
+        "  'kubenode-gc/registry.example/app:2' = 'registry.example/app:2'\n"
+    )
+    assert plan["current"]["pinned_images"] == ["docker.io/library/busybox:latest", "registry.example/app:2"]
+    assert plan["current"]["sandbox_image"] == "registry.k8s.io/pause:3.10"
+    assert containerd(plan["after"], {"pinned_images": ["docker.io/library/busybox:latest", "registry.example/app:2"]})["after"] is None
+    assert containerd(V3_PINNED)["current"]["pinned_images"] == ["registry.example/old:1"]
+    # [] removes only our entries; null leaves them
+    emptied = containerd(plan["after"], {"pinned_images": []})["after"]
+    assert emptied == "version = 3\n\n[plugins.'io.containerd.cri.v1.images'.pinned_images]\n" \
+        "  sandbox = 'registry.k8s.io/pause:3.10'   # the pause image\n  base = 'docker.io/library/ubuntu:24.04'\n"
+    assert containerd(plan["after"], {"pinned_images": None})["after"] is None
+
+
+def test_v3_pinned_images_table_is_created():
+    after = containerd("version = 3\n", {"pinned_images": ["registry.example/app:2"]})["after"]
+    assert after == "version = 3\n\n[plugins.'io.containerd.cri.v1.images'.pinned_images]\n'kubenode-gc/registry.example/app:2' = 'registry.example/app:2'\n"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (V2, r"^settings.pinned_images needs a version 3 config \(containerd 2.x\); /etc/containerd/config.toml is a version 2 config, "
+             r"in which containerd pins only its sandbox image\.$"),
+        ("", r"^settings.pinned_images needs a version 3 config \(containerd 2.x\); /etc/containerd/config.toml has no version key\.$"),
+    ],
+)
+def test_pinned_images_need_version_3(text, message):
+    with pytest.raises(rc.ConfigError, match=message):
+        containerd(text, {"pinned_images": ["registry.example/app:2"]})
+    assert containerd(text, {"pinned_images": []})["after"] is None
+
+
 def test_missing_file_without_content_fails_only_when_it_must_change():
     assert containerd(None, {})["after"] is None
     with pytest.raises(rc.ConfigError, match=r"^/etc/containerd/config.toml does not exist; set content to create it\.$"):
@@ -281,7 +331,7 @@ def test_file_without_final_newline():
         (
             "containerd",
             {"graphroot": "/x"},
-            r"^Unknown settings key graphroot for runtime containerd; the supported keys are root, state, snapshotter, sandbox_image\.$",
+            r"^Unknown settings key graphroot for runtime containerd; the supported keys are root, state, snapshotter, sandbox_image, pinned_images\.$",
         ),
         (
             "crio",
@@ -295,6 +345,10 @@ def test_file_without_final_newline():
         ("containerd", {"snapshotter": ""}, r"^settings.snapshotter must be a snapshotter name"),
         ("containerd", {"sandbox_image": "Registry.k8s.io/Pause"}, r"^settings.sandbox_image must be an image reference"),
         ("crio", {"pause_image": "pause:"}, r"^settings.pause_image must be an image reference"),
+        ("containerd", {"pinned_images": "busybox"}, r"^settings.pinned_images must be a list of image references, got 'busybox'\.$"),
+        ("containerd", {"pinned_images": ["busybox", "Bad Name"]}, r"^settings.pinned_images must hold image references such as .*, got 'Bad Name'\.$"),
+        ("containerd", {"pinned_images": ["sha256:" + "a" * 64]}, r"^settings.pinned_images must hold image references"),
+        ("crio", {"pinned_images": ["busybox"]}, r"^Unknown settings key pinned_images for runtime crio"),
         ("crio", {"driver": "overlay2"}, r"^settings.driver must be one of overlay, vfs, btrfs, zfs, devmapper, aufs, got 'overlay2'\.$"),
     ],
 )
@@ -608,7 +662,8 @@ def test_v3_imports_merge_key_by_key_and_the_last_wins():
         "/etc/containerd/conf.d/20-b.toml": "[plugins.'io.containerd.cri.v1.images']\n  snapshotter = 'btrfs'\n",
     }
     plan = containerd(V3_MAIN, imports=load(files))
-    assert plan["current"] == dict(root="/a", state="/run/containerd", snapshotter="btrfs", sandbox_image="registry.k8s.io/pause:3.10", config_version=3)
+    assert plan["current"] == dict(root="/a", state="/run/containerd", snapshotter="btrfs", sandbox_image="registry.k8s.io/pause:3.10", config_version=3,
+                                   pinned_images=[])
     assert [f["message"] for f in plan["findings"]] == [
         "The import /etc/containerd/conf.d/10-a.toml sets root = '/a', which overrides the root '/main/root' set in /etc/containerd/config.toml "
         "(imports win over the main file).",
