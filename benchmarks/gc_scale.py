@@ -65,7 +65,7 @@ mod.run(DevCriClient(endpoint), mod.options(params_for(spec, **params)), check_m
 def floor(client, runs=5):
     """The raw list-RPC floor: the three list calls a plan needs, nothing else (median of ``runs``)."""
     times = []
-    for _ in range(runs):
+    for _run in range(runs):
         start = time.perf_counter()
         client.list_images()
         client.list_containers()
@@ -78,7 +78,7 @@ def plan_time(rt, which, params, runs=3):
     mod, spec = (_image_gc, image_gc.ARGUMENT_SPEC) if which == "image_gc" else (_container_gc, container_gc.ARGUMENT_SPEC)
     opts = mod.options(params_for(spec, **params))
     times = []
-    for _ in range(runs):
+    for _run in range(runs):
         client = type(rt.client)(rt.endpoint)
         times.append(timed(lambda: mod.run(client, opts, check_mode=True))[0])  # pylint: disable=cell-var-from-loop
         client.close()
@@ -87,7 +87,7 @@ def plan_time(rt, which, params, runs=3):
 
 def peak_rss_mb(rt, which, params):
     proc = subprocess.Popen([sys.executable, "-c", RSS_PROBE % {"repo": REPO}, which, rt.endpoint, json.dumps(params)])
-    _, status, usage = os.wait4(proc.pid, 0)
+    _pid, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise RuntimeError("the %s plan failed (exit %d)" % (which, proc.returncode))
@@ -140,7 +140,7 @@ def main():
         out["serial"] = timed(lambda: [rt.client.remove_container(c) for c in serial_ids])[0]
 
         client = type(rt.client)(rt.endpoint)
-        opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, **dict(img_params, ledger_path=os.path.join(tmp, "prune.json"))))
+        opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, mode="prune", min_age="0s", ledger_path=os.path.join(tmp, "prune.json")))
         out["prune"], result = timed(lambda: _image_gc.run(client, opts))
         pruned = len(result["removed"])
         if crictl:

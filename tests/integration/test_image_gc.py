@@ -684,6 +684,8 @@ def test_ledger_write_failing_with_enospc_fails_changed_naming_the_ledger(ansibl
     assert {i.id for i in runtime.client.list_images()} == before - {r["id"] for r in res["removed"]}
     assert res["errors"] == [] and res["bytes_freed_estimated"] == sum(r["size"] for r in res["removed"])
     assert res["ledger"] == {"path": str(ledger), "saved": False, "records": 1}
+
+
 INODES = 2000  # nr_inodes of the image filesystem's tmpfs: a few images of many small files fill it, bytes stay low
 
 

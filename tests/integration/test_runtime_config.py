@@ -420,9 +420,11 @@ BAD = {
         "containerd",
         V2,
         {"pinned_images": ["registry.example/app:1"]},
-        r"^settings\.pinned_images needs a version 3 config \(containerd 2\.x\); (?P<path>\S+) is a version 2 config, in which containerd pins only its sandbox image\.$",
+        r"^settings\.pinned_images needs a version 3 config \(containerd 2\.x\); (?P<path>\S+) is a version 2 config, "
+        r"in which containerd pins only its sandbox image\.$",
     ),
-    "pins_not_references": ("containerd", V3, {"pinned_images": ["Bad Name"]}, r"^settings\.pinned_images must hold image references such as .*, got 'Bad Name'\.$"),
+    "pins_not_references": ("containerd", V3, {"pinned_images": ["Bad Name"]},
+                            r"^settings\.pinned_images must hold image references such as .*, got 'Bad Name'\.$"),
     "bad_driver": ("crio", STORAGE, {"driver": "overlay3"}, r"^settings\.driver must be one of overlay, vfs, btrfs, zfs, devmapper, aufs, got 'overlay3'\.$"),
     "missing_file": ("containerd", None, {"root": "/data"}, r"^(?P<path>\S+) does not exist; set content to create it\.$"),
     "version_1": (

@@ -608,8 +608,8 @@ def test_credential_records_in_json_markdown_and_html():
     assert hosts["node-c"]["credential_records"] == {"feature_gate": True, "directory": "/data/kubelet/image_manager", "pulled_records": 3}
     # the gate unset, no find result (an older playbook), a failed find, a node that failed: all unknown, never a crash
     assert hosts["node-a"]["credential_records"] == {"feature_gate": None, "directory": None, "pulled_records": None}
-    failed = ar.audit_report([node("n", kubelet_config=dict(kubelet_config(), feature_gates={"KubeletEnsureSecretPulledImages": False},
-                                                                 root_dir="/var/lib/kubelet"),
+    kubelet = dict(kubelet_config(), feature_gates={"KubeletEnsureSecretPulledImages": False}, root_dir="/var/lib/kubelet")
+    failed = ar.audit_report([node("n", kubelet_config=kubelet,
                                    credential_records={"failed": True, "msg": "Permission denied"})])
     assert failed["nodes"][0]["credential_records"] == {"feature_gate": False, "directory": "/var/lib/kubelet/image_manager", "pulled_records": None}
     json.dumps(report)

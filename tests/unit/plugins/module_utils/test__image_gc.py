@@ -62,8 +62,8 @@ def execute(node, images, high=85, low=80, max_age=0, tracking_since=T, records=
     records = records or {i["id"]: {"first_detected": 0, "last_used": 0, "last_possible_use": 0} for i in images}
     opts = {"mode": "threshold", "high": high, "low": low, "min_age": 0, "max_age": max_age, "max_removals": max_removals,
             "measure_freed": measure_freed, "parallelism": parallelism, "inodes_high": inodes[0], "inodes_low": inodes[1]}
-    plan = policy.plan(images, records, policy.PlanOptions("threshold", high, low, 0, max_age, max_removals=max_removals, inodes_high=inodes[0],
-                                                          inodes_low=inodes[1]),
+    options = policy.PlanOptions("threshold", high, low, 0, max_age, max_removals=max_removals, inodes_high=inodes[0], inodes_low=inodes[1])
+    plan = policy.plan(images, records, options,
                        T, node.capacity, node.available, tracking_since=tracking_since, inodes=(node.inodes_total, node.inodes_free))
     state = SimpleNamespace(plan=plan, capacity=node.capacity, available=node.available, mountpoint="/imagefs", images=images,
                             ledger_path="", records=records, inodes_total=node.inodes_total, inodes_free=node.inodes_free)
@@ -220,6 +220,8 @@ def test_a_ledger_that_cannot_be_written_is_reported_with_the_removals(monkeypat
     assert len(result["removed"]) == 3 and result["errors"] == []
     assert result["ledger_message"] == "Removed 3 image(s), but cannot write the image ledger /full/ledger.json: No space left on device."
     assert result["ledger"] == {"path": "", "saved": False, "records": 0}
+
+
 def test_inode_pass_frees_inodes_to_the_low_mark_in_measured_batches_in_eviction_order():
     # bytes at 10 % (high 85 not reached), inodes at 90 %: ten images, 1000 inodes used of 1000+100, each removal frees 100
     images = [image(n, 10) for n in range(10)]
