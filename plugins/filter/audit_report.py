@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.kubenode.gc.plugins.module_utils._findings import SEVERITIES, gate_levels, sort_findings
+from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import runtime_kind as pin_kind
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_GC_HIGH_THRESHOLD_PERCENT as DEFAULT_HIGH
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_GC_LOW_THRESHOLD_PERCENT as DEFAULT_LOW
 from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int, sorted_drift as _drift
@@ -140,10 +141,12 @@ def _pinning(cri, pin, keep_images):
     mode: what it would pin), and whether the sandbox image is pinned (the kubelet protects only pinned images)."""
     images = (cri or {}).get("images")
     sandbox = [i for i in images if isinstance(i, Mapping) and i.get("sandbox_image")] if isinstance(images, list) else []
+    runtime = _runtime(cri)
+    supported = None if not runtime["name"] else pin_kind(runtime["name"], runtime["version"])[0] is not None
     unpinned = None
     if isinstance(pin, Mapping) and pin.get("supported"):
         unpinned = sorted(_text((i.get("repo_tags") or [i.get("id")])[0]) for i in pin.get("pinned") or [] if isinstance(i, Mapping))
-    return dict(supported=None if not isinstance(pin, Mapping) else bool(pin.get("supported")),
+    return dict(supported=supported,
                 keep_images=len(keep_images) if isinstance(keep_images, (list, tuple)) else 0,
                 keep_images_unpinned=unpinned,
                 sandbox_image_pinned=bool(sandbox[0].get("pinned")) if sandbox else None)

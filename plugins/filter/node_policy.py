@@ -20,6 +20,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import format_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 from ansible_collections.kubenode.gc.plugins.module_utils._findings import at_or_above
+from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import runtime_kind as _pin_kind
 from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config_policy import detect_runtime
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import image_filesystem as _image_filesystem
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import usage_percent as _usage_percent
@@ -71,6 +72,15 @@ def runtime_kind(value=None, existing=None, default=None):
         raise AnsibleFilterError("runtime_kind expects a cri_info result or a runtime name, got %s." % type(value).__name__)
     present = set(existing or [])
     return detect_runtime(None, (), present.__contains__, runtime_name=name, strict=False) or default
+
+
+def can_pin(value):
+    """Whether the runtime a cri_info result (or a runtime dict with name and version) reports can pin images, as
+    kubenode.gc.image_pin decides it: containerd 1.7.3 and later, cri-o."""
+    runtime = value.get("runtime", value) if isinstance(value, Mapping) else None
+    if not isinstance(runtime, Mapping):
+        raise AnsibleFilterError("can_pin expects a cri_info result gathered with runtime, or its runtime dict.")
+    return _pin_kind(runtime.get("name"), runtime.get("version"))[0] is not None
 
 
 def image_filesystem(value):
@@ -131,6 +141,7 @@ class FilterModule:
         return {
             "image_gc_policy": image_gc_policy,
             "runtime_kind": runtime_kind,
+            "can_pin": can_pin,
             "image_filesystem": image_filesystem,
             "imagefs_pressure": imagefs_pressure,
             "findings_at_or_above": findings_at_or_above,

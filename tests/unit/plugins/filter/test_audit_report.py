@@ -622,13 +622,16 @@ def test_credential_records_in_json_markdown_and_html():
 
 # ---------------------------------------------------------------------------------------------- pinning (issue 14)
 def test_keep_listed_images_not_pinned_and_an_unpinned_sandbox_image_are_findings_in_json_markdown_and_html():
-    unpinned_sandbox = cri_info(40)
+    def containerd17():
+        return dict(cri_info(40), runtime=dict(cri_info(40)["runtime"], version="1.7.24~ds1"))
+
+    unpinned_sandbox = containerd17()
     unpinned_sandbox["images"][0]["pinned"] = False
     pin = {"changed": True, "supported": True, "pinned": [{"id": "sha256:bbb", "repo_tags": ["docker.io/library/app:1"]}], "unpinned": []}
     old = dict(cri_info(40), runtime=dict(cri_info(40)["runtime"], version="1.6.20~ds1"))
     report = ar.audit_report([
         node("pinnable", cri_info=unpinned_sandbox, image_pin=pin, keep_images=["docker.io/library/app:*"]),
-        node("all-pinned", cri_info=cri_info(40), image_pin=dict(pin, changed=False, pinned=[]), keep_images=["docker.io/library/app:*"]),
+        node("all-pinned", cri_info=containerd17(), image_pin=dict(pin, changed=False, pinned=[]), keep_images=["docker.io/library/app:*"]),
         node("cannot-pin", cri_info=old, image_pin={"changed": False, "supported": False, "pinned": [], "unpinned": []}, keep_images=["app:*"]),
         node("no-keep-list", cri_info=old, image_pin={"changed": False, "supported": False, "pinned": [], "unpinned": []}, keep_images=[]),
     ])
@@ -643,8 +646,11 @@ def test_keep_listed_images_not_pinned_and_an_unpinned_sandbox_image_are_finding
     assert message.startswith("1 keep-listed image(s) are not pinned in the runtime") and "docker.io/library/app:1" in message
     assert [f["message"] for f in hosts["cannot-pin"]["findings"] if f["code"] == "keep_images_not_pinned"][0].startswith(
         "The runtime (containerd 1.6.20~ds1) cannot pin images")
-    # no image_pin result at all (an older playbook): nothing is claimed about keep lists
-    assert by_host(build())["node-a"]["pinning"] == {"supported": None, "keep_images": 0, "keep_images_unpinned": None, "sandbox_image_pinned": True}
+    # no image_pin result (no keep list): nothing is claimed about keep lists; containerd 1.6.20 cannot pin
+    assert by_host(build())["node-a"]["pinning"] == {"supported": False, "keep_images": 0, "keep_images_unpinned": None, "sandbox_image_pinned": True}
+    # image_pin did not run (the audit skips it where the runtime cannot pin), a keep list: the finding still says so
+    skipped = ar.audit_report([node("n", cri_info=old, keep_images=["app:*"])])["nodes"][0]
+    assert [f["code"] for f in skipped["findings"] if f["code"] == "keep_images_not_pinned"] == ["keep_images_not_pinned"]
     json.dumps(report)
     for fmt in ("md", "html"):
         text = render(fmt, report)

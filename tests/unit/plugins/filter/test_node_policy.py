@@ -6,7 +6,7 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubenode.gc.plugins.filter.node_policy import findings_at_or_above, image_filesystem, image_gc_policy, runtime_kind
+from ansible_collections.kubenode.gc.plugins.filter.node_policy import can_pin, findings_at_or_above, image_filesystem, image_gc_policy, runtime_kind
 
 KUBELET_EFFECTIVE = {"imageGCHighThresholdPercent": 70, "imageGCLowThresholdPercent": 60, "imageMinimumGCAge": "5m0s", "imageMaximumGCAge": "0s"}
 
@@ -97,3 +97,17 @@ def test_imagefs_pressure_triggers_on_bytes_or_inodes():
     assert imagefs_pressure([dict(fs, inodes_total=None, usage_percent=None)], 1, inodes_high=1) == []
     with pytest.raises(AnsibleFilterError, match="inodes_high must be an integer percent, got 'x'"):
         imagefs_pressure(info, 85, inodes_high="x")
+
+
+@pytest.mark.parametrize("name, version, expected", [
+    ("containerd", "1.6.20~ds1", False), ("containerd", "1.7.2", False), ("containerd", "1.7.24~ds1", True), ("containerd", "v2.1.9", True),
+    ("cri-o", "1.37.0", True), ("docker", "28.2.2", False),
+])
+def test_can_pin_is_image_pins_own_decision(name, version, expected):
+    assert can_pin({"changed": False, "runtime": {"name": name, "version": version}}) is expected
+    assert can_pin({"name": name, "version": version}) is expected
+
+
+def test_can_pin_needs_a_runtime():
+    with pytest.raises(AnsibleFilterError, match="^can_pin expects a cri_info result"):
+        can_pin("containerd")
