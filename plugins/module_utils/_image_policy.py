@@ -124,6 +124,16 @@ def age_pass(candidates, free_time, max_age, tracking_since):
     return old, rest
 
 
+def _sort_eligible(result, images, free_time, min_age):
+    """Append each of ``images`` freeSpace may delete to ``result.eligible``; count the others by their kept reason."""
+    for img in images:
+        reason = space_eligible(img, free_time, min_age)
+        if reason:
+            result.kept[reason] += 1
+        else:
+            result.eligible.append(img)
+
+
 def space_eligible(img, free_time, min_age):
     """None when freeSpace may delete the image, else the kept reason."""
     if img["last_used"] >= free_time:
@@ -228,21 +238,11 @@ def plan(images, records, opts, free_time, capacity, available, tracking_since=0
         if not inode_gc:
             result.kept["not_needed"] += len(candidates)
             return result
-        for img in candidates:
-            reason = space_eligible(img, free_time, min_age)
-            if reason:
-                result.kept[reason] += 1
-            else:
-                result.eligible.append(img)
+        _sort_eligible(result, candidates, free_time, min_age)
         inode_pass(result, opts, total, free, len(images), inodes_used=total - free)
         return _cap(result, max_removals)
     if mode == "prune":
-        for img in candidates:
-            reason = space_eligible(img, free_time, min_age)
-            if reason:
-                result.kept[reason] += 1
-            else:
-                result.eligible.append(img)
+        _sort_eligible(result, candidates, free_time, min_age)
         result.space = list(result.eligible)
         if capacity:
             result.usage_before = usage_percent(capacity, available)
@@ -273,12 +273,7 @@ def plan(images, records, opts, free_time, capacity, available, tracking_since=0
                     done = True
             result.estimated_short = freed < result.bytes_to_free
         else:
-            for img in rest:
-                reason = space_eligible(img, free_time, min_age)
-                if reason:
-                    result.kept[reason] += 1
-                else:
-                    result.eligible.append(img)  # not chosen: _cap counts it as not needed
+            _sort_eligible(result, rest, free_time, min_age)  # not chosen: _cap counts them as not needed
         if inode_gc:
             inode_pass(result, opts, total, free, len(images), inodes_used=total - free)
 
