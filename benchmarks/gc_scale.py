@@ -3,10 +3,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Benchmark (not a test): image_gc and container_gc on a large node, against crictl and the raw RPC floor.
 
-    python -m benchmarks.gc_scale [--images 2000] [--containers 10000] [--runtime containerd-1.6|...]
+    python -m benchmarks.gc_scale [--images 2000] [--containers 10000] [--exited 3000] [--runtime containerd-1.6|...]
 
 One run, one runtime (containerd 1.6 by default). The node holds ``--images`` unused images and
-``--containers`` dead (created, never started) containers in 100 pods, as on a node whose pods churned.
+``--containers`` dead containers in 100 pods (``--exited`` of them exited, the others created and never started), as
+on a node whose pods churned.
 It prints, each measured in this run:
 
 1. planning: ``image_gc`` and ``container_gc`` check mode in-module on the empty node and on the full one,
@@ -94,14 +95,16 @@ def peak_rss_mb(rt, which, params):
     return usage.ru_maxrss / 1024.0
 
 
-def dead_containers(rt, prefix, count, image):
-    """``count`` created (never started) containers spread over PODS pods; returns their ids."""
+def dead_containers(rt, prefix, count, image, exited=0):
+    """``count`` dead containers spread over PODS pods, the first ``exited`` of them exited, the others created (never
+    started); returns their ids. containerd holds two descriptors per created container (its output FIFOs) and none per
+    exited one, so the mix keeps the runtime under this machine's limit of open files."""
     pods = [rt.run_pod("%s-%d" % (prefix, p), uid="uid-%s-%d" % (prefix, p)) for p in range(PODS)]
     per_pod = -(-count // PODS)
 
     def make(i):
         pod = pods[i // per_pod]
-        return rt.add_container(pod, "c%d" % (i % 10), image, "created", attempt=(i % per_pod) // 10)
+        return rt.add_container(pod, "c%d" % (i % 10), image, "exited" if i < exited else "created", attempt=(i % per_pod) // 10)
 
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
         return list(pool.map(make, range(count)))
@@ -111,7 +114,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=2000)
     parser.add_argument("--containers", type=int, default=10000)
-    parser.add_argument("--serial", type=int, default=1000, help="containers removed one at a time for the serial rate")
+    parser.add_argument("--serial", type=int, default=500, help="containers removed one at a time for the serial rate")
+    parser.add_argument("--exited", type=int, default=3000, help="how many of --containers are exited (the others are created)")
     parser.add_argument("--runtime", default=runtimes.DEFAULT, choices=runtimes.NAMES)
     args = parser.parse_args()
     crictl = find_crictl()
@@ -128,7 +132,7 @@ def main():
         image = "scale-base:1"
         serial_ids = dead_containers(rt, "serial", args.serial, image)
         ids = import_set(rt, "scale-gc", args.images)
-        dead_containers(rt, "dead", args.containers, image)
+        dead_containers(rt, "dead", args.containers, image, exited=args.exited)
         print("fixture: %d images, %d + %d dead containers in %.0f s" % (len(ids), args.containers, args.serial, time.perf_counter() - t0))
 
         out["floor"] = floor(rt.client)

@@ -153,19 +153,21 @@ def _pinning(cri, pin, keep_images):
 
 
 def _pinning_findings(pinning, runtime):
+    """Warnings where pinning would help now; info where the runtime cannot pin (containerd before 1.7.3: upgrade)."""
     findings = []
     if pinning["keep_images_unpinned"]:
         findings.append(_finding("image_pin", "warning", "keep_images_not_pinned",
                                  "%d keep-listed image(s) are not pinned in the runtime, so the kubelet's own image GC can remove them: %s "
                                  "(kubenode.gc.image_pin pins them)." % (len(pinning["keep_images_unpinned"]), ", ".join(pinning["keep_images_unpinned"]))))
     elif pinning["supported"] is False and pinning["keep_images"]:
-        findings.append(_finding("image_pin", "warning", "keep_images_not_pinned",
+        findings.append(_finding("image_pin", "info", "keep_images_not_pinned",
                                  "The runtime (%s %s) cannot pin images, so the kubelet's own image GC can remove the %d keep-listed pattern(s)' "
                                  "images; only this collection's runs honour the keep list." % (runtime["name"], runtime["version"], pinning["keep_images"])))
     if pinning["sandbox_image_pinned"] is False:
-        findings.append(_finding("audit", "warning", "sandbox_image_not_pinned",
+        findings.append(_finding("audit", "warning" if pinning["supported"] else "info", "sandbox_image_not_pinned",
                                  "The sandbox image %s is not pinned by the runtime; the kubelet protects only pinned images, so its image GC "
-                                 "can remove it under disk pressure." % (runtime["sandbox_image"] or "(unknown)")))
+                                 "can remove it under disk pressure%s." % (runtime["sandbox_image"] or "(unknown)", "" if pinning["supported"] else
+                                                                           " (containerd pins it from 1.7.3 on)")))
     return findings
 
 

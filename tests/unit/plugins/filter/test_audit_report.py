@@ -646,6 +646,10 @@ def test_keep_listed_images_not_pinned_and_an_unpinned_sandbox_image_are_finding
     assert message.startswith("1 keep-listed image(s) are not pinned in the runtime") and "docker.io/library/app:1" in message
     assert [f["message"] for f in hosts["cannot-pin"]["findings"] if f["code"] == "keep_images_not_pinned"][0].startswith(
         "The runtime (containerd 1.6.20~ds1) cannot pin images")
+    # warnings where pinning would help now, info where the runtime cannot pin (an upgrade would)
+    severity = {(h, f["code"]): f["severity"] for h, n in hosts.items() for f in n["findings"] if "pin" in f["code"]}
+    assert severity == {("pinnable", "keep_images_not_pinned"): "warning", ("pinnable", "sandbox_image_not_pinned"): "warning",
+                        ("cannot-pin", "keep_images_not_pinned"): "info"}
     # no image_pin result (no keep list): nothing is claimed about keep lists; containerd 1.6.20 cannot pin
     assert by_host(build())["node-a"]["pinning"] == {"supported": False, "keep_images": 0, "keep_images_unpinned": None, "sandbox_image_pinned": True}
     # image_pin did not run (the audit skips it where the runtime cannot pin), a keep list: the finding still says so
