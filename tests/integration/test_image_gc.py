@@ -623,7 +623,8 @@ def test_runtime_killed_mid_prune_fails_changed_with_exactly_what_is_gone(ansibl
     assert res["failed"] is True and res["changed"] is True
     # "exception": the traceback ansible-core adds to any fail_json
     assert set(res) == {"failed", "changed", "msg", "exception", "removed", "kept", "usage_before", "usage_after", "bytes_to_free", "bytes_freed_estimated",
-                        "bytes_freed_measured", "target_reached", "insufficient", "errors", "ledger", "rpc_calls"}
+                        "bytes_freed_measured", "target_reached", "insufficient", "errors", "ledger", "rpc_calls",
+                        "inodes_usage_before", "inodes_usage_after", "inodes_to_free", "inodes_freed_measured"}
     assert res["msg"].startswith("The run stopped after 2 image(s) were removed: CRI endpoint %s is unavailable for RemoveImage: " % proxy.endpoint)
     assert len(gone) == 2 and {r["id"] for r in res["removed"]} == gone
     assert {r["reason"] for r in res["removed"]} == {"prune"}
