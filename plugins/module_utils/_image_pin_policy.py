@@ -23,11 +23,13 @@ OWNED_PREFIX = "# kubenode.gc pins: "
 
 
 def parse_version(text):
-    """(major, minor, patch) of a runtime version such as 1.6.20~ds1, v1.7.24 or 2.1.9, or None."""
-    m = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", (text or "").strip())
+    """(major, minor, patch) of a runtime version such as 1.6.20~ds1, v1.7.24, 2.1.9 or 2 (missing parts are 0), or None.
+
+    The one parser of runtime versions: image_pin and the image-volume check of _snapshot use it."""
+    m = re.match(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?", (text or "").strip())
     if not m:
         return None
-    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+    return int(m.group(1)), int(m.group(2) or 0), int(m.group(3) or 0)
 
 
 def runtime_kind(name, version):

@@ -20,6 +20,7 @@ import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _sandbox_image
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
+from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import parse_version
 from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import normalize_image_ref
 
 CONTAINER_STATES = {0: "created", 1: "running", 2: "exited", 3: "unknown"}
@@ -103,22 +104,6 @@ def image_users(images, containers):
     return {k: sorted(v) for k, v in users.items()}
 
 
-def _version_tuple(text):
-    parts = []
-    for part in (text or "").lstrip("v").split("."):
-        digits = ""
-        for ch in part:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            break
-        parts.append(int(digits))
-        if digits != part:
-            break
-    return tuple(parts)
-
-
 def supports_image_volumes(runtime):
     """Whether a runtime (the ``read_runtime`` record) can mount images as volumes (KEP-4639).
 
@@ -131,8 +116,8 @@ def supports_image_volumes(runtime):
     since = IMAGE_VOLUMES_SINCE.get(name)
     if since is None:
         return True
-    version = _version_tuple(runtime.get("version"))
-    return not version or version >= since
+    version = parse_version(runtime.get("version"))
+    return version is None or version >= since
 
 
 def read_image_mounts(client, containers, known=None):

@@ -130,6 +130,8 @@ def test_public_keeps_only_documented_keys():
         ("docker", "0.3.16", False),  # cri-dockerd has no image volumes
         ("some-runtime", "0.1", True),  # unknown: asked, an image may be at stake
         ("containerd", "devel", True),  # unparsable: asked
+        ("containerd", "2", False),  # 2.0.0, the parser image_pin uses too
+        ("containerd", "1.6.20~ds1", False),
     ],
 )
 def test_supports_image_volumes(name, version, expected):
