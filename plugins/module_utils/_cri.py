@@ -309,6 +309,9 @@ class _Future:
         self._method = method
         self._future = future
 
+    def done(self):
+        return self._future.done()
+
     def result(self):
         try:
             return self._future.result()

@@ -14,6 +14,7 @@ planning is _image_policy's; image references and keep patterns are _image_ref's
 
 from __future__ import annotations
 
+import collections
 import math
 import os
 import time
@@ -382,7 +383,7 @@ def _entry(img, reason):
 
 
 class _Executor:
-    """Removes images in concurrent batches, re-listing containers before each batch."""
+    """Removes images through a pipeline of concurrent calls, re-listing containers before each batch of calls."""
 
     def __init__(self, client, opts, result, image_mounts=None):
         self.client = client
@@ -406,35 +407,63 @@ class _Executor:
         self.raced.extend(i for i in batch if i["id"] in users)
         return keep
 
-    def _remove_batch(self, batch, reason):
+    def _checked(self, batch):
+        """``batch`` without the images a container started using since the plan; None (and the run stops) when the
+        containers cannot be listed: without that list no image can be judged unused."""
         try:
-            batch = self._still_unused(batch)
+            return self._still_unused(batch)
         except CriError as exc:
-            # without the container list no image can be judged unused: stop here
             self.result["errors"].append({"id": "", "msg": str(exc)})
             self.stopped = exc
+            return None
+
+    def _start(self, img):
+        return img, self.client.call_async("RemoveImage", image={"image": img["id"]})
+
+    def _collect(self, img, fut, reason):
+        """Wait for one RemoveImage; True when it removed the image."""
+        try:
+            fut.result()
+        except CriError as exc:
+            self.result["errors"].append({"id": img["id"], "msg": str(exc)})
+            if exc.code == "UNAVAILABLE" and self.stopped is None:
+                self.stopped = exc  # the runtime went away: no new call
+            return False
+        self.result["removed"].append(_entry(img, reason))
+        self.freed_by_reason[reason] += img["size"]
+        return True
+
+    def _remove_batch(self, batch, reason):
+        """Remove one batch (all in flight at once) and wait for all of it: the measured passes measure between batches."""
+        batch = self._checked(batch)
+        if batch is None:
             return []
-        futures = [(img, self.client.call_async("RemoveImage", image={"image": img["id"]})) for img in batch]
-        done = []
-        for img, fut in futures:
-            try:
-                fut.result()
-            except CriError as exc:
-                self.result["errors"].append({"id": img["id"], "msg": str(exc)})
-                if exc.code == "UNAVAILABLE" and self.stopped is None:
-                    self.stopped = exc  # the runtime went away: no next batch
-                continue
-            self.result["removed"].append(_entry(img, reason))
-            self.freed_by_reason[reason] += img["size"]
-            done.append(img)
-        return done
+        started = [self._start(img) for img in batch]
+        return [img for img, fut in started if self._collect(img, fut, reason)]
 
     def remove(self, images, reason):
-        """Remove every image of the list, ``parallelism`` at a time."""
+        """Remove every image of the list through a pipeline that keeps up to ``parallelism`` RemoveImage calls in
+        flight, with no pause between batches (containerd's content GC is shared by the calls waiting for it, so a full
+        pipeline is what makes it fast). Containers are listed again before each run of ``parallelism`` new calls, while
+        the earlier calls are still in flight: an image's call starts at most ``parallelism`` calls after the container
+        list that found it unused."""
+        window = collections.deque()
         for start in range(0, len(images), self.parallelism):
+            while window and window[0][1].done():
+                self._collect(*window.popleft(), reason=reason)  # answers already in: an UNAVAILABLE one stops the run here
             if self.stopped:
                 break
-            self._remove_batch(images[start : start + self.parallelism], reason)
+            batch = self._checked(images[start : start + self.parallelism])
+            if batch is None:
+                break
+            for img in batch:
+                if self.stopped:
+                    break
+                if len(window) >= self.parallelism:
+                    self._collect(*window.popleft(), reason=reason)
+                window.append(self._start(img))
+        while window:
+            self._collect(*window.popleft(), reason=reason)
 
     def until(self, candidates, reason, remaining, budget, calibrate=False, planned=None, weight=None):
         """Remove candidates in order until ``remaining()`` (bytes, or what ``weight`` counts, still to free) is <= 0 after a

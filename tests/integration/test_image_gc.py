@@ -347,6 +347,9 @@ class _RefusedRemoval:
     def __init__(self, endpoint):
         self.endpoint = endpoint
 
+    def done(self):
+        return True
+
     def result(self):
         raise CriError("CRI endpoint %s failed RemoveImage: snapshot is still mounted (UNKNOWN)." % self.endpoint, self.endpoint, "RemoveImage", "UNKNOWN")
 

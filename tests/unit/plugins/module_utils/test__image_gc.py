@@ -283,3 +283,69 @@ def test_inode_thresholds_are_both_or_neither_and_low_below_high():
     opts = gc.options(dict(base, inodes_high_threshold_percent=90, inodes_low_threshold_percent=80))
     assert (opts["inodes_high"], opts["inodes_low"]) == (90, 80)
     assert gc.options(base)["inodes_high"] is None
+
+
+class _Pending:
+    """A RemoveImage answer that arrives only when the executor waits for it."""
+
+    def __init__(self, node, image_id):
+        self.node, self.image_id, self._done = node, image_id, False
+
+    def done(self):
+        return self._done
+
+    def result(self):
+        if not self._done:
+            self._done = True
+            self.node.answered.append(self.image_id)
+            self.node.in_flight -= 1
+
+
+class PipelineNode(FakeNode):
+    """Records, for each call, how many calls were in flight; a container re-list may bring an image into use."""
+
+    def __init__(self, start_using=None):
+        super().__init__(capacity=1000, available=0)
+        self.in_flight = self.max_in_flight = 0
+        self.answered, self.events = [], []
+        self.start_using = start_using or {}  # {re-list number: image id a new container uses from then on}
+        self.users = []
+
+    def list_containers(self):
+        n = sum(1 for e in self.events if e[0] == "list")
+        self.events.append(("list", len(self.removed), len(self.answered)))
+        if n in self.start_using:
+            self.users.append(SimpleNamespace(id="c%d" % n, labels={}, metadata=SimpleNamespace(name="new", attempt=0), pod_sandbox_id="",
+                                              state=0, created_at=T, image_id=self.start_using[n], image_ref=self.start_using[n],
+                                              image=SimpleNamespace(image=self.start_using[n])))
+        return list(self.users)
+
+    def call_async(self, method, image):
+        assert method == "RemoveImage"
+        self.removed.append(image["image"])
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        self.events.append(("call", image["image"]))
+        return _Pending(self, image["image"])
+
+
+def test_prune_keeps_the_pipeline_full_and_re_lists_containers_before_each_parallelism_new_calls():
+    images = [image(n, 10) for n in range(10)]
+    # the third re-list (before calls 9 and 10) sees a new container using image 8
+    node = PipelineNode(start_using={2: images[8]["id"]})
+    records = {i["id"]: {"first_detected": 0, "last_used": 0, "last_possible_use": 0} for i in images}
+    plan = policy.plan(images, records, policy.PlanOptions("prune", 85, 80, 0, 0), T, node.capacity, node.available, tracking_since=T)
+    state = SimpleNamespace(plan=plan, capacity=node.capacity, available=node.available, mountpoint="/imagefs", images=images,
+                            ledger_path="", records=records, inodes_total=0, inodes_free=0)
+    result = gc.new_result(plan, False)
+    gc._remove(result, state, {"mode": "prune", "max_age": 0, "max_removals": None, "parallelism": 4}, node, node.statvfs)
+    lists = [e for e in node.events if e[0] == "list"]
+    # one re-list before each run of 4 new calls: 0, 4 and 8 calls made by then
+    assert [removed for _l, removed, _answered in lists] == [0, 4, 8]
+    # no barrier: the second and third re-lists happen while calls are still in flight (not all answered)
+    assert [removed - answered for _l, removed, answered in lists] == [0, 4, 4]
+    assert node.max_in_flight == 4
+    # an image a container started using before its own run of calls is kept, the others removed
+    assert images[8]["id"] not in node.removed and len(node.removed) == 9
+    assert [r["id"] for r in result["removed"]] == [i["id"] for i in images if i is not images[8]]
+    assert result["kept"]["in_use"] == 1 and any("came into use during the run" in w for w in result["warnings"])
