@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Benchmark (not a test): image_gc and container_gc on a large node, against crictl and the raw RPC floor.
 
-    python -m benchmarks.gc_scale [--images 2000] [--containers 10000] [--exited 3000] [--runtime containerd-1.6|...]
+    python -m benchmarks.gc_scale [--images 2000] [--containers 10000] [--exited 5000] [--runtime containerd-1.6|...]
 
 One run, one runtime (containerd 1.6 by default). The node holds ``--images`` unused images and
 ``--containers`` dead containers in 100 pods (``--exited`` of them exited, the others created and never started), as
@@ -18,6 +18,9 @@ It prints, each measured in this run:
    target: <= crictl + 1 s;
 4. ``container_gc`` removing every dead container (their pods are gone: ``active_pod_uids: []``) against
    serial ``RemoveContainer`` over a separate set of ``--serial`` containers; target: >= 10x the serial rate.
+   For both it prints how busy the machine's cores were and the CPU time spent outside this process (the runtime,
+   its shims, runc) per removal: when the runtime needs T ms of CPU per removal, N cores cannot remove more than
+   N / T a second, whatever the client does.
 Run as root (tmpfs, the runtime). Building the fixture takes a few minutes.
 """
 
@@ -25,6 +28,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -46,6 +50,8 @@ from ansible_collections.kubenode.gc.plugins.module_utils._common import params_
 from ansible_collections.kubenode.gc.plugins.modules import container_gc, image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
 
 PODS = 100
+EXITED_CHUNK = 500
+EXITED = 2  # runtime.v1.ContainerState.CONTAINER_EXITED
 
 # A fresh interpreter that plans on the full node and prints nothing: its peak RSS is what a module run costs.
 RSS_PROBE = r"""
@@ -61,6 +67,25 @@ which, endpoint, params = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 mod, spec = (_image_gc, image_gc.ARGUMENT_SPEC) if which == "image_gc" else (_container_gc, container_gc.ARGUMENT_SPEC)
 mod.run(DevCriClient(endpoint), mod.options(params_for(spec, **params)), check_mode=True)
 """
+
+
+def machine_busy():
+    """Seconds of CPU the whole machine has spent (all cores, not idle nor iowait), and this process's own."""
+    with open("/proc/stat", encoding="ascii") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    busy = sum(fields) - fields[3] - fields[4]  # minus idle and iowait
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return busy / os.sysconf("SC_CLK_TCK"), own.ru_utime + own.ru_stime
+
+
+def metered(func):
+    """(wall seconds, value, cpu) where cpu holds the machine's busy share of all its cores during the call and the
+    CPU seconds spent outside this process (the runtime side)."""
+    busy0, own0 = machine_busy()
+    wall, value = timed(func)
+    busy1, own1 = machine_busy()
+    cores = os.cpu_count() or 1
+    return wall, value, {"busy": (busy1 - busy0) / (wall * cores), "outside": (busy1 - busy0) - (own1 - own0), "cores": cores}
 
 
 def floor(client, runs=5):
@@ -97,20 +122,41 @@ def peak_rss_mb(rt, which, params):
 
 def dead_containers(rt, prefix, count, image, exited=0):
     """``count`` dead containers spread over PODS pods, the first ``exited`` of them exited, the others created (never
-    started); returns their ids. containerd holds two descriptors per created container (its output FIFOs) and none per
-    exited one, so the mix keeps the runtime under this machine's limit of open files."""
+    started); returns their ids. containerd holds two descriptors per created container (its output FIFOs) and none
+    per exited one, so the exited ones are made in chunks (created, started, then waited for with one list call a
+    poll) and the mix keeps the runtime under this machine's limit of open files."""
     pods = [rt.run_pod("%s-%d" % (prefix, p), uid="uid-%s-%d" % (prefix, p)) for p in range(PODS)]
     per_pod = -(-count // PODS)
 
-    def make(i):
+    def create(i):
         pod = pods[i // per_pod]
-        return rt.add_container(pod, "c%d" % (i % 10), image, "exited" if i < exited else "created", attempt=(i % per_pod) // 10)
+        return rt.add_container(pod, "c%d" % (i % 10), image, "created", attempt=(i % per_pod) // 10,
+                                command=["/bin/true"] if i < exited else None)
 
-    # starting containers is slow and contended: a few at a time, so each reaches its state within the harness's wait
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        exited_ids = list(pool.map(make, range(min(exited, count))))
+    ids = []
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
-        return exited_ids + list(pool.map(make, range(min(exited, count), count)))
+        for start in range(0, min(exited, count), EXITED_CHUNK):
+            chunk = list(pool.map(create, range(start, min(start + EXITED_CHUNK, exited, count))))
+            list(pool.map(rt.client.start_container, chunk))
+            wait_exited(rt, set(chunk))
+            ids += chunk
+        ids += list(pool.map(create, range(min(exited, count), count)))
+    return ids
+
+
+def wait_exited(rt, ids, timeout=300):
+    deadline = time.time() + timeout
+    while True:
+        running = [c.id for c in rt.client.list_containers() if c.id in ids and c.state != EXITED]
+        if not running:
+            return
+        if time.time() > deadline:
+            raise RuntimeError("%d containers did not exit within %d s" % (len(running), timeout))
+        time.sleep(0.5)
+
+
+def cpu_line(cpu, removals):
+    return "cores %3.0f%% busy, runtime side %.1f ms CPU per removal" % (cpu["busy"] * 100, cpu["outside"] * 1e3 / max(1, removals))
 
 
 def main():
@@ -118,7 +164,7 @@ def main():
     parser.add_argument("--images", type=int, default=2000)
     parser.add_argument("--containers", type=int, default=10000)
     parser.add_argument("--serial", type=int, default=500, help="containers removed one at a time for the serial rate")
-    parser.add_argument("--exited", type=int, default=3000, help="how many of --containers are exited (the others are created)")
+    parser.add_argument("--exited", type=int, default=5000, help="how many of --containers are exited (the others are created)")
     parser.add_argument("--runtime", default=runtimes.DEFAULT, choices=runtimes.NAMES)
     args = parser.parse_args()
     crictl = find_crictl()
@@ -133,7 +179,8 @@ def main():
         t0 = time.perf_counter()
         rt.import_images([ImageSpec("scale-base:1")])
         image = "scale-base:1"
-        serial_ids = dead_containers(rt, "serial", args.serial, image)
+        # the serial set has the same share of exited containers as the set container_gc removes
+        serial_ids = dead_containers(rt, "serial", args.serial, image, exited=args.serial * args.exited // max(1, args.containers))
         ids = import_set(rt, "scale-gc", args.images)
         dead_containers(rt, "dead", args.containers, image, exited=args.exited)
         print("fixture: %d images, %d + %d dead containers in %.0f s" % (len(ids), args.containers, args.serial, time.perf_counter() - t0))
@@ -144,7 +191,7 @@ def main():
         out["rss_image"] = peak_rss_mb(rt, "image_gc", img_params)
         out["rss_container"] = peak_rss_mb(rt, "container_gc", ctr_params)
 
-        out["serial"] = timed(lambda: [rt.client.remove_container(c) for c in serial_ids])[0]
+        out["serial"], _none, out["serial_cpu"] = metered(lambda: [rt.client.remove_container(c) for c in serial_ids])
 
         client = type(rt.client)(rt.endpoint)
         opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, mode="prune", min_age="0s", ledger_path=os.path.join(tmp, "prune.json")))
@@ -157,7 +204,7 @@ def main():
 
         client = type(rt.client)(rt.endpoint)
         opts = _container_gc.options(params_for(container_gc.ARGUMENT_SPEC, **ctr_params))
-        out["container_gc"], cresult = timed(lambda: _container_gc.run(client, opts))
+        out["container_gc"], cresult, out["container_gc_cpu"] = metered(lambda: _container_gc.run(client, opts))
         removed_c = len(cresult["removed_containers"])
 
     serial_rate = args.serial / out["serial"]
@@ -172,9 +219,12 @@ def main():
     if crictl:
         print("crictl rmi --prune (%5d)         : %8.2f s   image_gc - crictl: %+.2f s (target <= +1 s)" % (
             args.images, out["crictl"], out["prune"] - out["crictl"]))
-    print("serial RemoveContainer (%5d)     : %8.2f s   (%.0f/s)" % (args.serial, out["serial"], serial_rate))
-    print("container_gc (%5d removed)       : %8.2f s   (%.0f/s), %.1fx the serial rate (target >= 10x)" % (
-        removed_c, out["container_gc"], gc_rate, gc_rate / serial_rate))
+    print("serial RemoveContainer (%5d)     : %8.2f s   (%.0f/s)   %s" % (args.serial, out["serial"], serial_rate, cpu_line(out["serial_cpu"], args.serial)))
+    print("container_gc (%5d removed)       : %8.2f s   (%.0f/s)   %s" % (removed_c, out["container_gc"], gc_rate, cpu_line(out["container_gc_cpu"], removed_c)))
+    per_removal = out["container_gc_cpu"]["outside"] / max(1, removed_c)
+    print("container_gc / serial rate          : %8.1fx (target >= 10x); the runtime's CPU per removal bounds %d cores at %.0f/s = %.1fx the serial rate" % (
+        gc_rate / serial_rate, out["container_gc_cpu"]["cores"], out["container_gc_cpu"]["cores"] / per_removal if per_removal else float("inf"),
+        (out["container_gc_cpu"]["cores"] / per_removal) / serial_rate if per_removal else float("inf")))
     return 0
 
 

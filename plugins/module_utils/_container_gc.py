@@ -15,9 +15,9 @@ status call is needed.
 
 from __future__ import annotations
 
+import collections
 import errno
 import math
-import glob
 import os
 import shutil
 import time
@@ -65,14 +65,46 @@ def log_link_name(c):
     return base.encode()[:251].decode(errors="ignore") + ".log"
 
 
-def container_log_paths(c, opts):
+class LogIndex:
+    """The log directories a run looks at, each listed once (a node's dead containers share few directories, and one
+    listing per container would make planning cost a directory read per container)."""
+
+    def __init__(self):
+        self._groups = {}  # directory: {"<attempt>.log": [that log and its rotated copies]}
+        self._names = {}  # directory: set of names
+
+    def _listing(self, directory):
+        try:
+            return os.listdir(directory)
+        except OSError:
+            return []
+
+    def logs(self, directory, current):
+        """``current`` (``<attempt>.log``) and its rotated copies (``<attempt>.log.*``) that exist in ``directory``."""
+        groups = self._groups.get(directory)
+        if groups is None:
+            groups = self._groups[directory] = {}
+            for name in self._listing(directory):
+                end = name.find(".log") + 4
+                if end >= 4 and (len(name) == end or name[end] == "."):
+                    groups.setdefault(name[:end], []).append(name)
+        return groups.get(current, [])
+
+    def exists(self, directory, name):
+        names = self._names.get(directory)
+        if names is None:
+            names = self._names[directory] = set(self._listing(directory))
+        return name in names
+
+
+def container_log_paths(c, opts, index=None):
     """Existing log files of a container (current and rotated) and its legacy symlink."""
-    pod_dir = os.path.join(opts["pod_logs_dir"], "%s_%s_%s" % (c["pod_namespace"], c["pod_name"], c["pod_uid"]))
-    current = os.path.join(pod_dir, c["name"], "%d.log" % c["attempt"])
-    paths = sorted(p for p in [current] + glob.glob(glob.escape(current) + ".*") if os.path.lexists(p))
-    link = os.path.join(opts["container_logs_dir"], log_link_name(c))
-    if os.path.lexists(link):
-        paths.append(link)
+    index = index or LogIndex()
+    container_dir = os.path.join(opts["pod_logs_dir"], "%s_%s_%s" % (c["pod_namespace"], c["pod_name"], c["pod_uid"]), c["name"])
+    paths = [os.path.join(container_dir, name) for name in sorted(index.logs(container_dir, "%d.log" % c["attempt"]))]
+    link = log_link_name(c)
+    if index.exists(opts["container_logs_dir"], link):
+        paths.append(os.path.join(opts["container_logs_dir"], link))
     return paths
 
 
@@ -153,8 +185,9 @@ def _run(client, opts, check_mode, now):
     if check_mode:
         gone = {c["id"] for c in to_remove}
         result["removed_containers"] = [_container_entry(c) for c in to_remove]
+        index = LogIndex()
         for c in to_remove:
-            result["removed_log_paths"] += container_log_paths(c, opts)
+            result["removed_log_paths"] += container_log_paths(c, opts, index)
         remaining = [c for c in containers if c["id"] not in gone]
     else:
         try:
@@ -170,12 +203,13 @@ def _run(client, opts, check_mode, now):
         sb_remove, kept_s = policy.plan_sandboxes(sandboxes, remaining, **pods)
         for reason, count in kept_s.items():
             kept["sandbox_" + reason] = count
-        try:
-            for s in sb_remove:
-                if check_mode or _remove_sandbox(client, s, result):
-                    result["removed_sandboxes"].append(_sandbox_entry(s))
-        except RuntimeUnavailable:
-            return _finish(result, kept, containers, sandboxes, warnings, stopped=True)
+        if check_mode:
+            result["removed_sandboxes"] = [_sandbox_entry(s) for s in sb_remove]
+        else:
+            try:
+                _remove_sandboxes(client, sb_remove, opts["parallelism"], result)
+            except RuntimeUnavailable:
+                return _finish(result, kept, containers, sandboxes, warnings, stopped=True)
 
     if opts["logs"]:
         if active is not None or evicted:
@@ -245,46 +279,107 @@ def _remove_path(path, result, tree=False):
     return True
 
 
-def _remove_containers(client, containers, opts, result):
-    """Remove containers with up to ``parallelism`` RemoveContainer calls in flight, then each one's logs.
+def _pipeline(client, calls, parallelism, on_answer):
+    """Make the ``(key, method, fields)`` calls of the iterable ``calls`` with up to ``parallelism`` of them in flight
+    (no pause between batches), and call ``on_answer(key, error)`` for each answer, in the calls' order (``error`` is
+    None on success). Answers already in are collected before each new call, so an UNAVAILABLE one is seen at once:
+    after it no new call is made, the calls still in flight are collected (their successes count, a further
+    UNAVAILABLE answer of the same outage is not reported again), and it is returned."""
+    window = collections.deque()
+    unavailable = None
 
-    An UNKNOWN container is stopped first. A log goes only with its container: when RemoveContainer fails,
-    the logs stay. A container that is already gone (NOT_FOUND, another run removed it) is "already removed":
-    no error, and not counted as removed by this run. After an UNAVAILABLE error no new call is made: the
-    calls already in flight are collected (their successes count) and RuntimeUnavailable ends the run.
+    def collect():
+        nonlocal unavailable
+        key, call = window.popleft()
+        try:
+            call.result()
+        except CriError as exc:
+            if exc.code == "UNAVAILABLE":
+                if unavailable is not None:
+                    return
+                unavailable = exc
+            on_answer(key, exc)
+            return
+        on_answer(key, None)
+
+    for key, method, fields in calls:
+        while window and (len(window) >= parallelism or window[0][1].done()):
+            collect()
+        if unavailable is not None:
+            break
+        window.append((key, client.call_async(method, **fields)))
+    while window:
+        collect()
+    return unavailable
+
+
+def _remove_containers(client, containers, opts, result):
+    """Remove containers through a pipeline of up to ``parallelism`` RemoveContainer calls in flight; each one's logs
+    go right after its own removal succeeded.
+
+    An UNKNOWN container is stopped first. When RemoveContainer fails, the logs stay. A container that is already gone
+    (NOT_FOUND, another run removed it) is "already removed": no error, and not counted as removed by this run. After
+    an UNAVAILABLE error no new call is made: the calls already in flight are collected (their successes count) and
+    RuntimeUnavailable ends the run.
     """
-    for start in range(0, len(containers), opts["parallelism"]):
-        in_flight = []
-        for c in containers[start:start + opts["parallelism"]]:
+    stop_failed = []
+    index = LogIndex()
+
+    def calls():
+        for c in containers:
             if c["state"] == "unknown":
                 try:
                     client.stop_container(c["id"], 0)
                 except CriError as exc:
-                    _cri_failed(result, exc, c["id"], "Container %s is in unknown state and could not be stopped, so it was kept: %s" % (c["id"], exc))
+                    result["errors"].append({"id": c["id"], "msg": "Container %s is in unknown state and could not be stopped, so it was kept: %s" % (
+                        c["id"], exc)})
+                    if exc.code == "UNAVAILABLE":
+                        stop_failed.append(exc)
+                        return
                     continue
-            in_flight.append((c, client.call_async("RemoveContainer", container_id=c["id"])))
-        unavailable = None
-        for c, call in in_flight:
-            try:
-                call.result()
-            except CriError as exc:
-                if exc.code == "NOT_FOUND":
-                    result["already_removed"].append(c["id"])
-                    continue
-                if exc.code == "UNAVAILABLE":
-                    if unavailable is not None:
-                        continue  # the same outage seen by another call in flight: one error says it
-                    unavailable = exc
-                result["errors"].append({"id": c["id"], "msg": str(exc)})
-                continue
-            _remove_logs(c, opts, result)
+            yield c, "RemoveContainer", {"container_id": c["id"]}
+
+    def on_answer(c, exc):
+        if exc is None:
+            _remove_logs(c, opts, result, index)
             result["removed_containers"].append(_container_entry(c))
-        if unavailable is not None:
-            raise RuntimeUnavailable(str(unavailable))
+        elif exc.code == "NOT_FOUND":
+            result["already_removed"].append(c["id"])
+        else:
+            result["errors"].append({"id": c["id"], "msg": str(exc)})
+
+    unavailable = _pipeline(client, calls(), opts["parallelism"], on_answer) or (stop_failed[0] if stop_failed else None)
+    if unavailable is not None:
+        raise RuntimeUnavailable(str(unavailable))
 
 
-def _remove_logs(c, opts, result):
-    for path in container_log_paths(c, opts):
+def _remove_sandboxes(client, sandboxes, parallelism, result):
+    """Stop, then remove, the sandboxes through pipelines of up to ``parallelism`` calls in flight; returns the ones
+    removed, in order. A sandbox already gone (NOT_FOUND) is "already removed". After an UNAVAILABLE error the calls in
+    flight are collected and RuntimeUnavailable ends the run."""
+    stopped, removed = [], []
+
+    def answered(done):
+        def on_answer(s, exc):
+            if exc is None:
+                done.append(s)
+            elif exc.code == "NOT_FOUND":
+                result["already_removed"].append(s["id"])
+            else:
+                result["errors"].append({"id": s["id"], "msg": str(exc)})
+        return on_answer
+
+    unavailable = _pipeline(client, ((s, "StopPodSandbox", {"pod_sandbox_id": s["id"]}) for s in sandboxes), parallelism, answered(stopped))
+    if unavailable is None:
+        unavailable = _pipeline(client, ((s, "RemovePodSandbox", {"pod_sandbox_id": s["id"]}) for s in stopped), parallelism, answered(removed))
+    result["removed_sandboxes"].extend(_sandbox_entry(s) for s in removed)
+    if unavailable is not None:
+        raise RuntimeUnavailable(str(unavailable))
+    return removed
+
+
+def _remove_logs(c, opts, result, index=None):
+    for path in container_log_paths(c, opts, index):
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -295,24 +390,5 @@ def _remove_logs(c, opts, result):
         result["removed_log_paths"].append(path)
 
 
-def _cri_failed(result, exc, object_id, msg):
-    result["errors"].append({"id": object_id, "msg": msg})
-    if exc.code == "UNAVAILABLE":
-        raise RuntimeUnavailable(str(exc))
-
-
 class RuntimeUnavailable(Exception):
     """The runtime went away mid-run: stop calling it."""
-
-
-def _remove_sandbox(client, s, result):
-    try:
-        client.stop_pod_sandbox(s["id"])
-        client.remove_pod_sandbox(s["id"])
-    except CriError as exc:
-        if exc.code == "NOT_FOUND":
-            result["already_removed"].append(s["id"])
-            return False
-        _cri_failed(result, exc, s["id"], str(exc))
-        return False
-    return True

@@ -40,9 +40,12 @@ class RecordingClient:
 
     def call_async(self, method, **fields):
         """The pipelined calls: made at once, answered by a future, as the CRI client's call_async does."""
-        assert method == "RemoveContainer"
         try:
-            self.remove_container(fields["container_id"])
+            if method == "RemoveContainer":
+                self.remove_container(fields["container_id"])
+            else:
+                assert method in ("StopPodSandbox", "RemovePodSandbox")
+                self._do(method, fields["pod_sandbox_id"])
         except CriError as exc:
             return _Answered(exc)
         return _Answered(None)
@@ -51,6 +54,9 @@ class RecordingClient:
 class _Answered:
     def __init__(self, error):
         self.error = error
+
+    def done(self):
+        return True
 
     def result(self):
         if self.error is not None:
@@ -192,8 +198,9 @@ def test_the_first_unavailable_error_stops_the_run_with_the_partial_result(monke
     assert [m for m, _t in client.calls].count("RemoveContainer") == 3  # nothing more after the runtime went away
 
 
-def test_pipelined_removals_stop_after_the_batch_in_which_the_runtime_went_away(monkeypatch, tmp_path):
-    """64 calls in flight: the batch that saw UNAVAILABLE is collected (its successes count, one error for the outage), no later batch starts."""
+def test_pipelined_removals_stop_once_the_runtime_went_away(monkeypatch, tmp_path):
+    """Up to 64 calls in flight: answers already in are collected before each new call, so no call follows the first
+    UNAVAILABLE answer; the calls in flight are collected (their successes count, one error for the outage)."""
     (tmp_path / "pods").mkdir()
     (tmp_path / "links").mkdir()
     client = NodeClient([_dead(i) for i in range(200)], [], code="UNAVAILABLE")
@@ -211,7 +218,7 @@ def test_pipelined_removals_stop_after_the_batch_in_which_the_runtime_went_away(
         _run(monkeypatch, tmp_path, client, max_per_pod_container=0, max_containers=-1)
     partial = info.value.result
     assert partial["changed"] is True and len(partial["removed_containers"]) == 70 and len(partial["errors"]) == 1
-    assert [m for m, _t in client.calls].count("RemoveContainer") == 128  # two batches of 64, no third
+    assert [m for m, _t in client.calls].count("RemoveContainer") == 71  # the 71st answered UNAVAILABLE: no 72nd
     assert {c["id"] for c in client.containers} == {c["id"] for c in [_dead(i) for i in range(200)]} - {c["id"] for c in partial["removed_containers"]}
 
 
@@ -225,3 +232,115 @@ def test_running_pods_are_never_deleted_whatever_active_pod_uids_says(monkeypatc
     assert [c["id"] for c in result["removed_containers"]] == ["c03"]
     assert sorted(os.listdir(pods)) == ["ns_web-live_live"]
     assert len(result["warnings"]) == 1 and "live" in result["warnings"][0] and "running containers" in result["warnings"][0]
+
+
+class _Pending:
+    def __init__(self, client, key, error):
+        self.client, self.key, self.error, self._done = client, key, error, False
+
+    def done(self):
+        return self._done
+
+    def result(self):
+        if not self._done:
+            self._done = True
+            self.client.in_flight -= 1
+        if self.error is not None:
+            raise self.error
+
+
+class PendingClient:
+    """Answers arrive only when waited for; records how many calls were in flight at each new call."""
+
+    def __init__(self, fail=None):
+        self.fail = fail or {}  # {(method, id): code}
+        self.in_flight = self.max_in_flight = 0
+        self.calls = []
+
+    def call_async(self, method, **fields):
+        key = fields.get("container_id") or fields.get("pod_sandbox_id")
+        self.calls.append((method, key, self.in_flight))
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        code = self.fail.get((method, key))
+        return _Pending(self, key, None if code is None else CriError("CRI endpoint unix:///x failed %s: boom (%s)." % (method, code), code=code))
+
+    def stop_container(self, cid, timeout=0):
+        code = self.fail.get(("StopContainer", cid))
+        if code:
+            raise CriError("CRI endpoint unix:///x is unavailable for StopContainer: gone.", code=code)
+
+
+def test_the_container_pipeline_keeps_parallelism_calls_in_flight_without_batches(tmp_path):
+    containers = [_dead(i) for i in range(10)]
+    client = PendingClient()
+    result = {"removed_containers": [], "removed_log_paths": [], "errors": [], "already_removed": []}
+    opts = {"parallelism": 4, "pod_logs_dir": str(tmp_path / "pods"), "container_logs_dir": str(tmp_path / "links")}
+    gc._remove_containers(client, containers, opts, result)  # pylint: disable=protected-access
+    # the first four go out at once, then each new call waits for one answer: always four in flight, never a drained batch
+    assert [in_flight for _m, _k, in_flight in client.calls] == [0, 1, 2, 3] + [3] * 6
+    assert client.max_in_flight == 4
+    assert [c["id"] for c in result["removed_containers"]] == [c["id"] for c in containers]
+
+
+def test_an_unknown_container_that_cannot_be_stopped_for_an_outage_keeps_the_removals_in_flight(tmp_path):
+    containers = [_dead(i) for i in range(3)] + [_dead(3, state="unknown")] + [_dead(i) for i in range(4, 6)]
+    client = PendingClient(fail={("StopContainer", "c03"): "UNAVAILABLE"})
+    result = {"removed_containers": [], "removed_log_paths": [], "errors": [], "already_removed": []}
+    opts = {"parallelism": 8, "pod_logs_dir": str(tmp_path / "pods"), "container_logs_dir": str(tmp_path / "links")}
+    with pytest.raises(gc.RuntimeUnavailable):
+        gc._remove_containers(client, containers, opts, result)  # pylint: disable=protected-access
+    # the three calls already in flight are collected and count; nothing is called after the outage
+    assert [c["id"] for c in result["removed_containers"]] == ["c00", "c01", "c02"]
+    assert [k for _m, k, _n in client.calls] == ["c00", "c01", "c02"]
+    assert [e["id"] for e in result["errors"]] == ["c03"]
+
+
+def test_sandboxes_are_stopped_then_removed_through_pipelines():
+    sandboxes = [{"id": "s%d" % i, "uid": "u%d" % i, "name": "p%d" % i, "namespace": "ns", "state": "notready", "created_at": i, "reason": "pod_deleted"}
+                 for i in range(6)]
+    client = PendingClient(fail={("StopPodSandbox", "s1"): "NOT_FOUND", ("StopPodSandbox", "s2"): "UNKNOWN", ("RemovePodSandbox", "s3"): "UNKNOWN"})
+    result = {"removed_sandboxes": [], "errors": [], "already_removed": []}
+    removed = gc._remove_sandboxes(client, sandboxes, 4, result)  # pylint: disable=protected-access
+    assert [m for m, _k, _n in client.calls] == ["StopPodSandbox"] * 6 + ["RemovePodSandbox"] * 4
+    assert [k for m, k, _n in client.calls if m == "RemovePodSandbox"] == ["s0", "s3", "s4", "s5"]  # never one whose stop failed
+    assert [s["id"] for s in removed] == [s["id"] for s in result["removed_sandboxes"]] == ["s0", "s4", "s5"]
+    assert result["already_removed"] == ["s1"] and [e["id"] for e in result["errors"]] == ["s2", "s3"]
+    assert client.max_in_flight == 4
+
+
+def test_sandbox_removal_stops_at_an_outage_and_keeps_what_was_done():
+    sandboxes = [{"id": "s%d" % i, "uid": "u%d" % i, "name": "p%d" % i, "namespace": "ns", "state": "notready", "created_at": i, "reason": "pod_deleted"}
+                 for i in range(4)]
+    client = PendingClient(fail={("RemovePodSandbox", "s1"): "UNAVAILABLE", ("RemovePodSandbox", "s2"): "UNAVAILABLE"})
+    result = {"removed_sandboxes": [], "errors": [], "already_removed": []}
+    with pytest.raises(gc.RuntimeUnavailable):
+        gc._remove_sandboxes(client, sandboxes, 2, result)  # pylint: disable=protected-access
+    # two in flight: s2 starts while s1's answer is not in yet; s1's UNAVAILABLE is seen before s3, so no s3; s2's
+    # UNAVAILABLE (the same outage) is collected without a second error
+    assert [s["id"] for s in result["removed_sandboxes"]] == ["s0"]
+    assert [k for m, k, _n in client.calls if m == "RemovePodSandbox"] == ["s0", "s1", "s2"]
+    assert [e["id"] for e in result["errors"]] == ["s1"]
+
+
+def test_log_paths_come_from_one_listing_per_directory_and_match_only_their_attempt(tmp_path, monkeypatch):
+    app = tmp_path / "pods" / "ns_web_u1" / "app"
+    app.mkdir(parents=True)
+    for name in ("1.log", "1.log.20261122-010101", "1.log.20261122-010101.gz", "10.log", "10.log.20261122-020202", "1.logx", "2.log"):
+        (app / name).write_text("x")
+    links = tmp_path / "links"
+    links.mkdir()
+    opts = {"pod_logs_dir": str(tmp_path / "pods"), "container_logs_dir": str(links)}
+    c1 = dict(_dead(1), attempt=1, name="app", pod_name="web")
+    c10 = dict(_dead(10), attempt=10, name="app", pod_name="web")
+    os.symlink(str(app / "1.log"), str(links / gc.log_link_name(c1)))
+    listed = []
+    real_listdir = os.listdir
+    monkeypatch.setattr(gc.os, "listdir", lambda d: listed.append(d) or real_listdir(d))
+    index = gc.LogIndex()
+    assert gc.container_log_paths(c1, opts, index) == [str(app / n) for n in ("1.log", "1.log.20261122-010101", "1.log.20261122-010101.gz")] + [
+        str(links / gc.log_link_name(c1))]
+    assert gc.container_log_paths(c10, opts, index) == [str(app / "10.log"), str(app / "10.log.20261122-020202")]
+    assert sorted(listed) == sorted([str(app), str(links)])  # each directory listed once for both containers
+    # a container of a pod whose log directory does not exist has no logs (and no error)
+    assert gc.container_log_paths(dict(c1, pod_uid="nope"), opts, index) == [str(links / gc.log_link_name(c1))]
