@@ -190,6 +190,7 @@ options:
         container list that found it unused, and at most 2 x O(parallelism) calls are ahead of it - which is about 0.2 s
         on containerd 1.6 with 500 to 2,000 images. Batches in the measured threshold and inode passes are sized to the
         remaining need and measured one after the other.
+    type: int
     default: 512
   lock_timeout:
     description:
