@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Benchmark (not a test): image_gc and container_gc on a large node, against crictl and the raw RPC floor.
 
-    python -m benchmarks.gc_scale [--images 2000] [--containers 10000] [--exited 5000] [--runtime containerd-1.6|...]
+    python -m benchmarks.gc_scale [--images 2000] [--containers 10000] [--exited 7000] [--runtime containerd-1.6|...]
 
 One run, one runtime (containerd 1.6 by default). The node holds ``--images`` unused images and
 ``--containers`` dead containers in 100 pods (``--exited`` of them exited, the others created and never started), as
@@ -166,7 +166,7 @@ def main():
     parser.add_argument("--images", type=int, default=2000)
     parser.add_argument("--containers", type=int, default=10000)
     parser.add_argument("--serial", type=int, default=500, help="containers removed one at a time for the serial rate")
-    parser.add_argument("--exited", type=int, default=5000, help="how many of --containers are exited (the others are created)")
+    parser.add_argument("--exited", type=int, default=7000, help="how many of --containers are exited (the others are created)")
     parser.add_argument("--runtime", default=runtimes.DEFAULT, choices=runtimes.NAMES)
     args = parser.parse_args()
     crictl = find_crictl()
