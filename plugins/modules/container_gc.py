@@ -120,9 +120,10 @@ options:
       - RemoveContainer calls in flight at most; pod sandboxes are stopped, then removed, through pipelines of the same
         width. Answers are collected as they come, with no pause between batches.
       - How much the pipeline gains is set by the runtime. cri-o spends most of a removal waiting, so 64 calls in flight
-        remove about 6 to 7 times as many containers a second as one call at a time. containerd spends milliseconds of
-        CPU per removal (more with more pods on the node), so on a machine with few cores the pipeline is bounded by
-        those cores - about twice the serial rate on 2 cores. C(benchmarks/gc_scale.py) prints that bound next to the
+        remove about 6 to 7 times as many containers a second as one call at a time. containerd (1.6 to 2.x) spends
+        milliseconds of CPU per removal, most of it reading and parsing the node's whole mount table twice (before it
+        deletes the container's two state directories), so the cost grows with the pods running on the node and on a
+        machine with few cores the pipeline is bounded by those cores - about twice the serial rate on 2 cores. C(benchmarks/gc_scale.py) prints that bound next to the
         measured rates.
       - Keep O(parallelism) divided by the runtime's removal rate well below O(cri_timeout) - calls queue in the runtime,
         and each one's timeout runs from the moment it is made.
