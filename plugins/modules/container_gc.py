@@ -123,8 +123,8 @@ options:
         remove about 6 to 7 times as many containers a second as one call at a time. containerd (1.6 to 2.x) spends
         milliseconds of CPU per removal, most of it reading and parsing the node's whole mount table twice (before it
         deletes the container's two state directories), so the cost grows with the pods running on the node and on a
-        machine with few cores the pipeline is bounded by those cores - about twice the serial rate on 2 cores. C(benchmarks/gc_scale.py) prints that bound next to the
-        measured rates.
+        machine with few cores the pipeline is bounded by those cores - about twice the serial rate on 2 cores.
+        C(benchmarks/gc_scale.py) prints that bound next to the measured rates.
       - Keep O(parallelism) divided by the runtime's removal rate well below O(cri_timeout) - calls queue in the runtime,
         and each one's timeout runs from the moment it is made.
       - A container's logs are removed only after its own RemoveContainer succeeded. After an C(UNAVAILABLE) answer no new
