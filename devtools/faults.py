@@ -1,7 +1,7 @@
 # Copyright (c) kubenode.gc contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Fault injection: a CRI proxy that kills the real runtime after N successful removals.
+"""Fault injection: CRI proxies that kill, or gracefully restart, the real runtime after N successful removals.
 
 ``CrashAfter(runtime, n)`` listens on its own unix socket and forwards every CRI call, as raw
 bytes, to the runtime's socket. Removals (RemoveImage, RemoveContainer, RemovePodSandbox) pass
@@ -12,12 +12,21 @@ node (UNAVAILABLE), so the module under test sees exactly n successful removals 
 parallelism. Point the module's ``cri_endpoint`` at ``proxy.endpoint``; afterwards
 ``runtime.restart()`` brings the runtime back on the same root, and what is left can be listed.
 
-Works for every runtime of the matrix: it only needs the runtime's socket and ``crash()``.
+``RestartAfter(runtime, n, down=0)`` is a package upgrade mid-run: removals pass concurrently (the module's pipeline
+stays full); once n of them have succeeded, a thread stops the runtime gracefully (SIGTERM, as systemd does, waiting
+for it to exit: ``runtime.shutdown(leftovers=False)``), waits ``down`` seconds and starts it again on the same root
+(``runtime.launch()``). Every removal that succeeds in the runtime from then until it is back loses its answer: the
+module gets UNAVAILABLE although the object is gone (``proxy.lost`` counts them), as when the connection closes
+before the answer is written; calls made while it is down fail as on a node. Leaving the ``with`` block waits for
+the runtime to be back.
+
+Works for every runtime of the matrix: it only needs the runtime's socket, ``crash()``, ``shutdown()`` and ``launch()``.
 """
 
 import os
 import tempfile
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -43,7 +52,10 @@ class CrashAfter:
         self.dir = tempfile.mkdtemp(prefix="proxy-", dir=runtime.workdir)
         self.socket = os.path.join(self.dir, "cri.sock")
         self.endpoint = "unix://" + self.socket
-        self._upstream = grpc.insecure_channel(runtime.endpoint)
+        # reconnect quickly once a restarted runtime listens again (gRPC's default backoff grows to minutes)
+        self._upstream = grpc.insecure_channel(runtime.endpoint, options=[("grpc.initial_reconnect_backoff_ms", 100),
+                                                                           ("grpc.min_reconnect_backoff_ms", 100),
+                                                                           ("grpc.max_reconnect_backoff_ms", 300)])
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
         self._server.add_generic_rpc_handlers((_Forward(self),))
         self._server.add_insecure_port(self.endpoint)
@@ -83,6 +95,63 @@ class CrashAfter:
         except OSError:
             pass
         os.rmdir(self.dir)
+
+
+class RestartAfter(CrashAfter):
+    """A CRI proxy in front of ``runtime`` that restarts it gracefully once ``n`` removals succeeded (a context manager)."""
+
+    def __init__(self, runtime, n, down=0.0, methods=REMOVALS):
+        super().__init__(runtime, n, methods)
+        self.down = down
+        self.restarting = False  # from the n-th success until the runtime answers again
+        self.restarted = False
+        self.lost = 0  # removals the runtime did whose answer the module never got
+        self.error = None  # what went wrong restarting, re-raised on exit
+        self._thread = None
+
+    def _restart(self):
+        try:
+            self.runtime.shutdown(leftovers=False)  # SIGTERM, then wait for the daemon to exit
+            time.sleep(self.down)
+            self.runtime.launch()
+        except BaseException as exc:  # pylint: disable=broad-except
+            self.error = exc
+        finally:
+            with self._lock:
+                self.restarting = False
+                self.restarted = True
+
+    def forward(self, method, request, context):
+        call = self._upstream.unary_unary(method, request_serializer=_identity, response_deserializer=_identity)
+        name = method.rsplit("/", 1)[-1]
+        try:
+            reply = call(request, timeout=context.time_remaining())
+        except grpc.RpcError as exc:
+            self.calls.append((name, exc.code().name))
+            context.abort(exc.code(), exc.details() or "")
+            return None  # not reached: abort raises
+        if name in self.methods:
+            with self._lock:
+                lost = self.restarting
+                if lost:
+                    self.lost += 1
+                else:
+                    self.removed += 1
+                    if self.removed == self.n and self._thread is None:
+                        self.restarting = True
+                        self._thread = threading.Thread(target=self._restart, daemon=True)
+                        self._thread.start()
+            if lost:
+                self.calls.append((name, "LOST"))
+                context.abort(grpc.StatusCode.UNAVAILABLE, "the runtime restarted before answering")
+        return self._record(name, reply)
+
+    def __exit__(self, *exc):
+        if self._thread is not None:
+            self._thread.join()
+        super().__exit__(*exc)
+        if self.error is not None:
+            raise self.error
 
 
 class _Forward(grpc.GenericRpcHandler):

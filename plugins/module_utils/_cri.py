@@ -48,6 +48,10 @@ DEFAULT_ENDPOINTS = (
 # can exceed gRPC's 4 MiB default on ListImages, so allow more.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
+# status codes of a call whose answer was lost: the runtime may or may not have done it (it went away, restarted, or
+# did not answer in time); a removal ending so is re-checked against a fresh list before it is reported
+LOST_ANSWER_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED")
+
 # the services of proto/cri_api.proto, searched in this order for a method
 _SERVICES = ("RuntimeService", "ImageService")
 

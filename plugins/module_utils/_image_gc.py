@@ -22,16 +22,19 @@ import time
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
 from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import LOST_ANSWER_CODES, CriError
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError, PolicyError
 from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import check_keep_patterns, keep_matcher
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import validate_ages, validate_inode_thresholds, validate_thresholds
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
+    RUNTIME_BACK_WAIT,
     image_filesystem,
     image_users,
+    read_after_outage,
     read_containers,
     read_image_mounts,
+    read_images,
     read_node,
     rfc3339,
     statvfs_usage,
@@ -40,7 +43,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
 
 RESULT_KEYS = ("removed", "kept", "usage_before", "usage_after", "bytes_to_free", "bytes_freed_estimated", "bytes_freed_measured",
                "target_reached", "insufficient", "errors", "ledger", "inodes_usage_before", "inodes_usage_after", "inodes_to_free",
-               "inodes_freed_measured")
+               "inodes_freed_measured", "unconfirmed")
 
 
 def options(params):
@@ -202,6 +205,7 @@ def new_result(plan, check_mode):
         "inodes_usage_after": plan.inodes_usage_before,
         "inodes_to_free": max(plan.inodes_to_free, 0),
         "inodes_freed_measured": None if check_mode else 0,
+        "unconfirmed": [],
     }
 
 
@@ -267,9 +271,18 @@ def _remove(result, state, opts, client, statvfs):
             _insufficient(result, plan, capacity, executor.freed_by_reason["space"])
     if plan.inode_hit and not result.get("stop_message") and not executor.stopped:
         _inode_pass(result, state, opts, executor, statvfs)
+    # removals whose answer was lost: sorted by a list of images read once the runtime answers again (after an outage,
+    # a bounded wait for a restart)
+    executor.confirm(RUNTIME_BACK_WAIT if executor.stopped else 0)
     if executor.stopped:
         # the runtime failed mid-run (it went away, or the container re-list failed): no further call, the partial result
-        result["stop_message"] = "The run stopped after %d image(s) were removed: %s" % (len(result["removed"]), executor.stopped)
+        more = " (%d more unconfirmed)" % len(result["unconfirmed"]) if result["unconfirmed"] else ""
+        result["stop_message"] = "The run stopped after %d image(s) were removed%s: %s" % (len(result["removed"]), more, executor.stopped)
+    if result["unconfirmed"]:
+        result["warnings"].append(
+            "The runtime did not answer %d removal(s) and was not back within %g seconds to confirm them (unconfirmed: %s); their ledger records "
+            "are kept, and the next run finds out what is gone." % (len(result["unconfirmed"]), RUNTIME_BACK_WAIT, ", ".join(
+                result["unconfirmed"][:5]) + (", ..." if len(result["unconfirmed"]) > 5 else "")))
 
     after = statvfs(state.mountpoint)
     result["bytes_freed_estimated"] = sum(r["size"] for r in result["removed"])
@@ -281,7 +294,7 @@ def _remove(result, state, opts, client, statvfs):
     # one reason per image not removed: what the plan protected or skipped, races, and the rest not needed
     kept = result["kept"]
     kept["in_use"] += len(executor.raced)
-    failed = len([e for e in result["errors"] if e["id"]])
+    failed = len([e for e in result["errors"] if e["id"]]) + len(result["unconfirmed"]) + executor.interrupted
     kept["not_needed"] = len(state.images) - len(result["removed"]) - failed - sum(v for k, v in kept.items() if k != "not_needed")
     for img in executor.raced:
         result["warnings"].append("Image %s came into use during the run and was kept." % _describe(img))
@@ -311,7 +324,7 @@ def _inode_pass(result, state, opts, executor, statvfs):
 
     if remaining() <= 0:
         return  # the passes before freed enough inodes
-    gone = {r["id"] for r in result["removed"]} | {e["id"] for e in result["errors"]} | {i["id"] for i in executor.raced}
+    gone = {r["id"] for r in result["removed"]} | {e["id"] for e in result["errors"]} | {i["id"] for i in executor.raced} | set(executor.pending)
     candidates = [i for i in plan.eligible if i["id"] not in gone]
     planned_ids = {i["id"] for i in plan.inode_space}
     planned = max((n + 1 for n, i in enumerate(candidates) if i["id"] in planned_ids), default=0)
@@ -363,7 +376,8 @@ def _finish(result, images):
     before = sorted(_describe(i) for i in images)
     after = sorted(_describe(i) for i in images if i["id"] not in gone)
     result["diff"] = {"before": "\n".join(before) + "\n", "after": "\n".join(after) + "\n"}
-    result["changed"] = bool(result["removed"])
+    # a removal whose answer was lost may have happened: it counts as a change until a run shows otherwise
+    result["changed"] = bool(result["removed"] or result.get("unconfirmed"))
 
 
 def _public(result):
@@ -395,6 +409,8 @@ class _Executor:
         self.stalled = 0  # removals of the last batch when it freed no measurable space (the pass stopped), else 0
         self.short_rate = None  # (measured, estimated) bytes freed when the pass stopped at the kubelet's plan
         self.stopped = None  # the CriError that stopped the run: the runtime is unavailable, or the container re-list failed
+        self.pending = {}  # removals whose answer was lost: {id: (image, reason, CriError)}, in result["unconfirmed"] until confirmed
+        self.interrupted = 0  # removals whose answer was lost in an outage and that a later list found not done
 
     def _still_unused(self, batch):
         """Drop images a container started using since the plan (race with the kubelet)."""
@@ -417,6 +433,27 @@ class _Executor:
             self.stopped = exc
             return None
 
+    def confirm(self, wait):
+        """Sort the removals whose answer was lost by a list of images read once the runtime answers (within ``wait``
+        seconds): gone ones are removed, ones still there failed (an error of their own unless the runtime was away: the
+        outage is then the one error), and without an answer they stay unconfirmed."""
+        if not self.pending:
+            return
+        listed = read_after_outage(self.client, read_images, wait)
+        if listed is None:
+            return
+        there = {i["id"] for i in listed}
+        for image_id, (img, reason, exc) in self.pending.items():
+            self.result["unconfirmed"].remove(image_id)
+            if image_id not in there:
+                self.result["removed"].append(_entry(img, reason))
+                self.freed_by_reason[reason] += img["size"]
+            elif exc.code == "UNAVAILABLE":
+                self.interrupted += 1
+            else:
+                self.result["errors"].append({"id": image_id, "msg": str(exc)})
+        self.pending = {}
+
     def _start(self, img):
         return img, self.client.call_async("RemoveImage", image={"image": img["id"]})
 
@@ -425,9 +462,15 @@ class _Executor:
         try:
             fut.result()
         except CriError as exc:
-            self.result["errors"].append({"id": img["id"], "msg": str(exc)})
             if exc.code == "UNAVAILABLE" and self.stopped is None:
-                self.stopped = exc  # the runtime went away: no new call
+                self.stopped = exc  # the runtime went away: no new call; the outage is one error of the run
+                self.result["errors"].append({"id": "", "msg": str(exc)})
+            if exc.code in LOST_ANSWER_CODES:
+                # the runtime may have removed it: unconfirmed until a list of images says
+                self.pending[img["id"]] = (img, reason, exc)
+                self.result["unconfirmed"].append(img["id"])
+            else:
+                self.result["errors"].append({"id": img["id"], "msg": str(exc)})
             return False
         self.result["removed"].append(_entry(img, reason))
         self.freed_by_reason[reason] += img["size"]

@@ -36,6 +36,10 @@ STATUS_CONCURRENCY = 32
 # runtimes that cannot mount an image as a volume (KEP-4639): {runtime name: first version that can}
 IMAGE_VOLUMES_SINCE = {"containerd": (2, 1), "cri-o": (1, 31)}
 IMAGE_VOLUMES_NEVER = ("docker",)
+# after an outage, how long a run waits for the runtime to answer again (a restart by a package upgrade takes seconds)
+# before it reports the removals whose answer was lost as unconfirmed
+RUNTIME_BACK_WAIT = 10.0
+RUNTIME_BACK_INTERVAL = 0.5
 
 
 def rfc3339(ns):
@@ -269,6 +273,22 @@ def read_containers(client, sandboxes):
         )
     containers.sort(key=lambda c: (c["created_at_ns"], c["id"]))
     return containers
+
+
+def read_after_outage(client, read, wait=RUNTIME_BACK_WAIT, interval=RUNTIME_BACK_INTERVAL, clock=time.monotonic, sleep=time.sleep):
+    """``read(client)`` once the runtime answers again: a fresh connection each try, every ``interval`` seconds, for at most
+    ``wait`` seconds (0: one try). Returns what ``read`` returned, or None when the runtime did not answer in time."""
+    deadline = clock() + wait
+    while True:
+        close = getattr(client, "close", None)
+        if close is not None:
+            close()  # a channel that saw the runtime go away may sit in its reconnect backoff: start afresh
+        try:
+            return read(client)
+        except KubenodeGcError:
+            if clock() + interval > deadline:
+                return None
+            sleep(interval)
 
 
 def read_node(client, gather=GATHER_CHOICES, image_volumes=False):

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc as gc
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import read_after_outage as _snapshot_read_after_outage
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import usage_percent
 
 SECOND = 10**9
@@ -170,6 +171,9 @@ class DyingNode(FakeNode):
             raise self._dead("ListContainers")
         return []
 
+    def list_images(self):
+        raise self._dead("ListImages")  # it does not come back
+
     def call_async(self, method, image):
         self.calls += 1
         if len(self.removed) >= self.alive:
@@ -179,15 +183,92 @@ class DyingNode(FakeNode):
         return super().call_async(method, image)
 
 
-def test_the_first_unavailable_error_stops_the_run_with_the_partial_result():
+def test_the_first_unavailable_error_stops_the_run_with_the_partial_result(monkeypatch):
+    monkeypatch.setattr(gc, "RUNTIME_BACK_WAIT", 0)
     images = [image(n, 60) for n in range(6)]
     node = DyingNode(capacity=1000, available=0, alive=2)
     plan, result = execute(node, images, parallelism=3, measure_freed=False)
-    # a batch of three: two removed, the third refused UNAVAILABLE; no further call (no re-list, no next batch)
+    # a batch of three: two removed, the third refused UNAVAILABLE; no further call (no re-list, no next batch); the runtime
+    # does not come back, so the third is unconfirmed (its answer was lost), and the outage is the run's one error
     assert [r["id"] for r in result["removed"]] == node.removed == [i["id"] for i in images[:2]]
-    assert [e["id"] for e in result["errors"]] == [images[2]["id"]] and node.calls == 3
-    assert result["stop_message"].startswith("The run stopped after 2 image(s) were removed: CRI endpoint unix:///fake.sock is unavailable for RemoveImage")
+    assert result["errors"] == [{"id": "", "msg": "CRI endpoint unix:///fake.sock is unavailable for RemoveImage: connection refused."}]
+    assert result["unconfirmed"] == [images[2]["id"]] and node.calls == 3
+    assert result["stop_message"].startswith("The run stopped after 2 image(s) were removed (1 more unconfirmed): CRI endpoint unix:///fake.sock is "
+                                             "unavailable for RemoveImage")
     assert not result["insufficient"] and not any("Insufficient" in w for w in result["warnings"])
+    assert any(w.startswith("The runtime did not answer 1 removal(s) and was not back within 0 seconds") for w in result["warnings"])
+    assert result["kept"]["not_needed"] == 6 - 3
+
+
+class RestartingNode(FakeNode):
+    """A runtime restarted gracefully mid-run: the removals of ``lose`` happen but their answers are lost (UNAVAILABLE), the
+    calls after them are refused, and it answers ListImages again ``back_after`` tries later."""
+
+    def __init__(self, capacity, available, images, lose, refuse=(), back_after=0):
+        super().__init__(capacity, available)
+        self.images, self.lose, self.refuse, self.back_after = images, set(lose), set(refuse), back_after
+        self.lists = 0
+
+    def call_async(self, method, image):
+        fut = Future()
+        if image["image"] in self.lose | self.refuse:
+            if image["image"] in self.lose:
+                self.removed.append(image["image"])
+            fut.set_exception(CriError("CRI endpoint unix:///fake.sock is unavailable for RemoveImage: Socket closed.", code="UNAVAILABLE"))
+            return fut
+        return super().call_async(method, image)
+
+    def list_images(self):
+        self.lists += 1
+        if self.lists <= self.back_after:
+            raise CriError("CRI endpoint unix:///fake.sock is unusable for ListImages: nothing is listening.", code="UNAVAILABLE")
+        return [SimpleNamespace(id=i["id"], repo_tags=i["repo_tags"], repo_digests=[], size=i["size"], pinned=False)
+                for i in self.images if i["id"] not in self.removed]
+
+
+def test_removals_whose_answer_was_lost_are_confirmed_once_the_runtime_is_back(monkeypatch):
+    monkeypatch.setattr(gc, "RUNTIME_BACK_WAIT", 5)
+    monkeypatch.setattr(gc, "read_after_outage", lambda client, read, wait: _snapshot_read_after_outage(client, read, wait, interval=0.01))
+    images = [image(n, 60) for n in range(6)]
+    # images 1 and 2 are removed but their answers are lost in the restart; image 3 is refused (never reached the runtime)
+    node = RestartingNode(1000, 0, images, lose={images[1]["id"], images[2]["id"]}, refuse={images[3]["id"]}, back_after=3)
+    plan, result = execute(node, images, parallelism=6, measure_freed=False)
+    assert node.lists == 4  # three tries while it restarts, then the list that confirms
+    assert {r["id"] for r in result["removed"]} == set(node.removed) == {images[n]["id"] for n in (0, 1, 2)}
+    assert result["unconfirmed"] == []
+    # nothing that really went is under errors: the outage is the one error, image 3 (still there) has none of its own
+    assert result["errors"] == [{"id": "", "msg": "CRI endpoint unix:///fake.sock is unavailable for RemoveImage: Socket closed."}]
+    assert result["stop_message"].startswith("The run stopped after 3 image(s) were removed: ")
+    assert result["bytes_freed_estimated"] == 180
+
+
+def test_a_lost_answer_without_an_outage_is_confirmed_by_a_list_and_ledger_records_of_gone_images_are_dropped(monkeypatch):
+    images = [image(n, 60) for n in range(3)]
+    node = RestartingNode(1000, 0, images, lose=())
+    slow = images[1]["id"]
+    real = node.call_async
+
+    def call_async(method, image):  # noqa: F811  the one removal that runs past cri_timeout but happens
+        if image["image"] == slow:
+            node.removed.append(slow)
+            fut = Future()
+            fut.set_exception(CriError("CRI endpoint unix:///fake.sock did not answer RemoveImage within 30 seconds (cri_timeout).",
+                                       code="DEADLINE_EXCEEDED"))
+            return fut
+        return real(method, image)
+
+    node.call_async = call_async
+    saved = {}
+    monkeypatch.setattr(gc._ledger, "save", lambda path, ledger: saved.update(ledger))
+    records = {i["id"]: {"first_detected": 0, "last_used": 0, "last_possible_use": 0} for i in images}
+    plan = policy.plan(images, records, policy.PlanOptions("prune", 85, 80, 0, 0), T, node.capacity, node.available, tracking_since=T)
+    state = SimpleNamespace(plan=plan, capacity=node.capacity, available=node.available, mountpoint="/imagefs", images=images,
+                            ledger_path="/state/ledger.json", records=dict(records), ledger={"version": 1, "created": 0, "images": {}},
+                            inodes_total=0, inodes_free=0)
+    result = gc.new_result(plan, False)
+    gc._remove(result, state, {"mode": "prune", "max_age": 0, "max_removals": None, "parallelism": 64}, node, node.statvfs)
+    assert {r["id"] for r in result["removed"]} == {i["id"] for i in images} and result["errors"] == [] and result["unconfirmed"] == []
+    assert saved["images"] == {} and node.lists == 1
 
 
 def test_a_failed_container_re_list_stops_the_run():
