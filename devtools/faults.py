@@ -13,12 +13,12 @@ parallelism. Point the module's ``cri_endpoint`` at ``proxy.endpoint``; afterwar
 ``runtime.restart()`` brings the runtime back on the same root, and what is left can be listed.
 
 ``RestartAfter(runtime, n, down=0)`` is a package upgrade mid-run: removals pass concurrently (the module's pipeline
-stays full); once n of them have succeeded, a thread stops the runtime gracefully (SIGTERM, as systemd does, waiting
-for it to exit: ``runtime.shutdown(leftovers=False)``), waits ``down`` seconds and starts it again on the same root
-(``runtime.launch()``). Every removal that succeeds in the runtime from then until it is back loses its answer: the
-module gets UNAVAILABLE although the object is gone (``proxy.lost`` counts them), as when the connection closes
-before the answer is written; calls made while it is down fail as on a node. Leaving the ``with`` block waits for
-the runtime to be back.
+stays full); the first removal to succeed after n others did starts a thread that stops the runtime gracefully
+(SIGTERM, as systemd does, waiting for it to exit: ``runtime.shutdown(leftovers=False)``), waits ``down`` seconds and
+starts it again on the same root (``runtime.launch()``). That removal, and every one that succeeds in the runtime
+until it is back, loses its answer: once the runtime is down the module gets UNAVAILABLE although the object is gone
+(``proxy.lost`` counts them, at least one), as when the connection closes before the answer is written; calls made
+while it is down fail as on a node. Leaving the ``with`` block waits for the runtime to be back.
 
 Works for every runtime of the matrix: it only needs the runtime's socket, ``crash()``, ``shutdown()`` and ``launch()``.
 """
@@ -98,27 +98,32 @@ class CrashAfter:
 
 
 class RestartAfter(CrashAfter):
-    """A CRI proxy in front of ``runtime`` that restarts it gracefully once ``n`` removals succeeded (a context manager)."""
+    """A CRI proxy in front of ``runtime`` that restarts it gracefully once ``n`` removals succeeded (a context manager).
+
+    The removal that succeeds after the n-th starts the restart; its answer, and that of every removal that succeeds
+    until the runtime is back, is held until the runtime has stopped and then lost (UNAVAILABLE), so the module cannot
+    see the runtime up again before it really went down."""
 
     def __init__(self, runtime, n, down=0.0, methods=REMOVALS):
         super().__init__(runtime, n, methods)
         self.down = down
-        self.restarting = False  # from the n-th success until the runtime answers again
-        self.restarted = False
+        self.restarted = False  # the runtime answers again
         self.lost = 0  # removals the runtime did whose answer the module never got
         self.error = None  # what went wrong restarting, re-raised on exit
         self._thread = None
+        self._stopped = threading.Event()
 
     def _restart(self):
         try:
             self.runtime.shutdown(leftovers=False)  # SIGTERM, then wait for the daemon to exit
+            self._stopped.set()
             time.sleep(self.down)
             self.runtime.launch()
         except BaseException as exc:  # pylint: disable=broad-except
             self.error = exc
         finally:
+            self._stopped.set()
             with self._lock:
-                self.restarting = False
                 self.restarted = True
 
     def forward(self, method, request, context):
@@ -132,16 +137,16 @@ class RestartAfter(CrashAfter):
             return None  # not reached: abort raises
         if name in self.methods:
             with self._lock:
-                lost = self.restarting
+                lost = self.removed >= self.n and not self.restarted
                 if lost:
                     self.lost += 1
-                else:
-                    self.removed += 1
-                    if self.removed == self.n and self._thread is None:
-                        self.restarting = True
+                    if self._thread is None:
                         self._thread = threading.Thread(target=self._restart, daemon=True)
                         self._thread.start()
+                else:
+                    self.removed += 1
             if lost:
+                self._stopped.wait()
                 self.calls.append((name, "LOST"))
                 context.abort(grpc.StatusCode.UNAVAILABLE, "the runtime restarted before answering")
         return self._record(name, reply)

@@ -16,7 +16,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc, _led
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
 from ansible_collections.kubenode.gc.plugins.modules import image_gc
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient, CriError
-from devtools.faults import CrashAfter
+from devtools.faults import CrashAfter, RestartAfter
 from devtools import runtimes
 from devtools.images import ImageSpec
 from tests.integration.expectations import IMAGE_VOLUME_REMOVAL_REFUSED, IMAGE_VOLUMES, expect
@@ -627,13 +627,15 @@ def test_runtime_killed_mid_prune_fails_changed_with_exactly_what_is_gone(ansibl
     # "exception": the traceback ansible-core adds to any fail_json
     assert set(res) == {"failed", "changed", "msg", "exception", "removed", "kept", "usage_before", "usage_after", "bytes_to_free", "bytes_freed_estimated",
                         "bytes_freed_measured", "target_reached", "insufficient", "errors", "ledger", "rpc_calls",
-                        "inodes_usage_before", "inodes_usage_after", "inodes_to_free", "inodes_freed_measured"}
-    assert res["msg"].startswith("The run stopped after 2 image(s) were removed: CRI endpoint %s is unavailable for RemoveImage: " % proxy.endpoint)
+                        "inodes_usage_before", "inodes_usage_after", "inodes_to_free", "inodes_freed_measured", "unconfirmed", "warnings"}
+    assert res["msg"].startswith("The run stopped after 2 image(s) were removed (3 more unconfirmed): CRI endpoint %s is unavailable for RemoveImage: "
+                                 % proxy.endpoint)
     assert len(gone) == 2 and {r["id"] for r in res["removed"]} == gone
     assert {r["reason"] for r in res["removed"]} == {"prune"}
-    # the other three candidates were refused by the dead runtime (one batch in flight), and are still there
-    assert len(res["errors"]) == 3 and not {e["id"] for e in res["errors"]} & gone
-    assert all(" is unavailable for RemoveImage: " in e["msg"] for e in res["errors"])
+    # the other three candidates (one batch in flight) got no answer from the dead runtime, which was not back within the
+    # wait: unconfirmed, not errors (they are in fact still there); the outage is the one error
+    assert len(res["unconfirmed"]) == 3 and not set(res["unconfirmed"]) & gone
+    assert [e["id"] for e in res["errors"]] == [""] and " is unavailable for RemoveImage: " in res["errors"][0]["msg"]
     assert res["bytes_freed_estimated"] == sum(before[i] for i in gone)
     assert isinstance(res["bytes_freed_measured"], int) and res["bytes_freed_measured"] >= 0
     assert res["kept"]["in_use"] == 1 and res["kept"]["not_needed"] == 0
@@ -645,7 +647,39 @@ def test_runtime_killed_mid_prune_fails_changed_with_exactly_what_is_gone(ansibl
     # the restarted runtime serves the next run, which removes the rest
     again = gc(ansible, runtime, mode="prune", ledger_path=str(ledger))
     assert not again.get("failed"), again.get("msg")
-    assert {r["id"] for r in again["removed"]} == {e["id"] for e in res["errors"]}
+    assert {r["id"] for r in again["removed"]} == set(res["unconfirmed"]) and again["unconfirmed"] == []
+
+
+@pytest.mark.parametrize("down", [0, 14], ids=["back-in-time", "back-late"])
+def test_graceful_restart_mid_prune_reports_every_removal_that_happened(ansible, runtime, tmp_path, down):
+    """Issue 21, item 5: the runtime is restarted gracefully (SIGTERM, then started on the same root) after 2 RemoveImage
+    calls, and the answers of the removals it did meanwhile are lost. Back within the module's wait: every image really gone
+    is in removed, none under errors, and the ledger drops their records. Back later: the ones not confirmed are
+    unconfirmed (never errors), and the rerun ends with none and a ledger without any gone image."""
+    runtime.import_images([ImageSpec("restart-%d:1" % n, size=MIB // 4, share_base=False) for n in range(12)])
+    before = {i.id for i in runtime.client.list_images()}
+    ledger = tmp_path / "state" / "ledger.json"
+    with RestartAfter(runtime, 2, down=down) as proxy:
+        res = gc(ansible, runtime, mode="prune", ledger_path=str(ledger), cri_endpoint=proxy.endpoint)
+    assert proxy.restarted and proxy.removed >= 2
+    gone = before - {i.id for i in runtime.client.list_images()}
+    removed = {r["id"] for r in res["removed"]}
+    assert len(gone) >= 2 and res["changed"] is True
+    assert not {e["id"] for e in res["errors"]} & gone  # nothing really gone is under errors
+    assert removed <= gone and gone - removed <= set(res["unconfirmed"])
+    assert res["bytes_freed_estimated"] == sum(r["size"] for r in res["removed"])
+    with open(ledger, encoding="utf-8") as f:
+        records = set(json.load(f)["images"])
+    assert not records & removed and records >= before - gone
+    if down == 0:
+        assert len(removed) == len(gone) and res["unconfirmed"] == [] and not records & gone
+    else:
+        assert proxy.lost >= 1 and res["unconfirmed"]
+    again = gc(ansible, runtime, mode="prune", ledger_path=str(ledger))
+    assert not again.get("failed"), again.get("msg")
+    assert again["unconfirmed"] == [] and again["errors"] == []
+    with open(ledger, encoding="utf-8") as f:
+        assert not set(json.load(f)["images"]) & (before - {i.id for i in runtime.client.list_images()})
 
 
 @contextlib.contextmanager
