@@ -33,6 +33,20 @@ description:
     Log files are located from the kubelet's directory layout instead of one C(ContainerStatus) call per container, and
     dangling symlinks are judged from one container list, so the number of CRI calls does not grow with the node.
     Ties the kubelet leaves to an unstable sort are broken by id.
+    Log files of containers that no longer exist in the runtime (C(<pod dir>/<container>/<attempt>.log) and its rotated
+    copies, with no container of that pod, name and attempt) are removed too - the kubelet removes a container's logs
+    only when it removes the container itself, so logs of a removal whose answer was lost would otherwise stay forever.
+    The files are listed before the containers, so a container created meanwhile is never mistaken for a gone one.
+  - Log removal never leaves O(pod_logs_dir) and O(container_logs_dir). Both are followed when they are symbolic links
+    themselves (they are the configured directories), but nothing below them is, for a deletion - directories are opened
+    one by one relative to their parent with C(O_NOFOLLOW). A symbolic link found where the kubelet keeps a directory (a
+    pod log directory, or a C(<container>/) directory of a live or deleted pod) is removed as a link, never through it,
+    listed in RV(removed_symlinks) and warned about; the files it points to are not touched.
+  - After a runtime outage (a restart, for example by a package upgrade) a removal whose answer was lost may still have
+    happened. The module waits up to 10 seconds for the runtime to answer again, lists the containers (or sandboxes)
+    and reports each such removal as removed (its logs go then) or, when the object is still there, as not done. When the
+    runtime is not back in time they are listed in RV(unconfirmed), and the next run removes the logs of those that are
+    gone.
 author:
   - kubenode.gc contributors (@kubenode)
 extends_documentation_fragment:
@@ -127,8 +141,8 @@ options:
         C(benchmarks/gc_scale.py) prints that bound next to the measured rates.
       - Keep O(parallelism) divided by the runtime's removal rate well below O(cri_timeout) - calls queue in the runtime,
         and each one's timeout runs from the moment it is made.
-      - A container's logs are removed only after its own RemoveContainer succeeded. After an C(UNAVAILABLE) answer no new
-        call is made; the calls already in flight are collected and count.
+      - A container's logs are removed only after its own RemoveContainer succeeded (or a list of containers shows it
+        gone). After an C(UNAVAILABLE) answer no new call is made; the calls already in flight are collected and count.
     type: int
     default: 64
   lock_timeout:
@@ -208,10 +222,20 @@ removed_sandboxes:
   type: list
   elements: dict
 removed_log_paths:
-  description: Log files, symlinks and pod log directories removed.
+  description:
+    - Log files, symlinks and pod log directories removed (in check mode, that would be removed), the log files of
+      containers that are gone from the runtime included.
   returned: always
   type: list
   elements: str
+removed_symlinks:
+  description:
+    - Symbolic links found where the kubelet keeps a directory (a pod log directory, or a C(<container>/) directory in
+      one), removed as links; nothing they point to was touched. Each is also in RV(removed_log_paths) and a warning.
+  returned: always
+  type: list
+  elements: str
+  sample: ["/var/log/pods/default_web_0d9c7a4e-7b1b-4c1e-9d7e-2f4a5b6c7d8e/app"]
 kept:
   description:
     - Containers kept by reason (V(running), V(too_young), V(within_limits)) and sandboxes kept by reason
@@ -223,10 +247,22 @@ errors:
   description:
     - Objects that could not be removed, each with C(id) and one sentence C(msg); the task then fails, with C(changed=true)
       and every other key filled when something was removed before.
-    - The first C(UNAVAILABLE) error (the runtime went away) stops the run; nothing more is attempted.
+    - The first C(UNAVAILABLE) error (the runtime went away) stops the run; nothing more is attempted. That outage is one
+      entry with an empty C(id). A container or sandbox that is really gone is never listed here.
   returned: always
   type: list
   elements: dict
+unconfirmed:
+  description:
+    - IDs of containers and sandboxes whose removal was asked but whose answer was lost (C(UNAVAILABLE),
+      C(DEADLINE_EXCEEDED) or C(CANCELLED)), and that a list of the runtime could not confirm - after an outage the
+      module waits up to 10 seconds for the runtime to come back. They may or may not be gone; their logs stay, and the
+      next run removes the logs of those that are gone. A removal the list confirms is in RV(removed_containers) or
+      RV(removed_sandboxes) instead; one still there is not removed (an error of its own unless the runtime was away).
+    - Not empty makes C(changed=true).
+  returned: always
+  type: list
+  elements: str
 already_removed:
   description:
     - IDs of containers and sandboxes that were gone (C(NOT_FOUND)) when this run tried to remove them, for example removed

@@ -335,12 +335,25 @@ errors:
     - A failure in the max-age pass ends the run before the threshold pass (C(wanted to free images older than <max_age>,
       encountered errors in image deletion - ...)); failures in the threshold pass give C(wanted to free <N> bytes, but
       freed <M> bytes space with errors in image deletion - ...) instead of the C(FreeDiskSpaceFailed) warning.
-    - The first removal that finds the runtime unavailable, or a failed container re-list before a batch (then with an
-      empty C(id)), stops the run; it fails with C(The run stopped after <N> image(s) were removed - ...), C(changed=true)
-      when anything was removed, and every other key filled with what was really done.
+    - The first removal that finds the runtime unavailable, or a failed container re-list before a batch, stops the run
+      (that outage is one entry with an empty C(id)); it fails with C(The run stopped after <N> image(s) were removed - ...),
+      C(changed=true) when anything was removed, and every other key filled with what was really done. An image that is
+      really gone is never listed here.
   returned: always
   type: list
   elements: dict
+unconfirmed:
+  description:
+    - IDs of images whose C(RemoveImage) answer was lost (C(UNAVAILABLE), C(DEADLINE_EXCEEDED) or C(CANCELLED)), for example
+      in a restart of the runtime by a package upgrade, and that a list of images could not confirm. After an outage the
+      module waits up to 10 seconds for the runtime to answer again and lists its images - an image gone is then in
+      RV(removed) (and its ledger record dropped), one still there is not removed (an error of its own unless the runtime
+      was away). Only when the runtime is not back in time are they listed here; their ledger records stay until the next
+      run, which drops the records of images that are gone.
+    - Not empty makes C(changed=true).
+  returned: always
+  type: list
+  elements: str
 ledger:
   description:
     - The image ledger after the run. It is saved after the removals also when the run failed, without the records of

@@ -349,3 +349,129 @@ def test_log_paths_come_from_one_listing_per_directory_and_match_only_their_atte
     assert len(listed) == 2 and str(links) in listed
     # a container of a pod whose log directory does not exist has no logs (and no error)
     assert gc.container_log_paths(dict(c1, pod_uid="nope"), opts, index) == [str(links / gc.log_link_name(c1))]
+
+
+def _tree(root):
+    out = {}
+    for base, _dirs, files in os.walk(str(root)):
+        for name in files:
+            with open(os.path.join(base, name), "rb") as f:
+                out[os.path.relpath(os.path.join(base, name), str(root))] = f.read()
+    return out
+
+
+def _outside(tmp_path, *names):
+    out = tmp_path / "outside"
+    out.mkdir()
+    for name in names:
+        (out / name).write_bytes(b"precious " + name.encode())
+    return out
+
+
+def test_symlinks_below_the_log_roots_are_never_followed_for_a_live_pods_container_dir(tmp_path):
+    c, opts = _container(tmp_path, "abcdef123456", "exited")
+    app = tmp_path / "pods" / "ns_web_u1" / "app"
+    for name in os.listdir(app):
+        os.unlink(str(app / name))
+    app.rmdir()
+    outside = _outside(tmp_path, "0.log", "0.log.20261122-010101", "1.log")
+    os.symlink(str(outside), str(app))
+    before = _tree(outside)
+    index = gc.LogIndex()
+    # check mode's view: the link is what would go, not the files behind it
+    assert gc.container_logs(c, opts, index) == ([str(app), str(tmp_path / "links" / "web_ns_app-abcdef123456.log")], str(app))
+    result = {"errors": [], "removed_log_paths": [], "removed_symlinks": []}
+    gc._remove_logs(c, opts, result, index)  # pylint: disable=protected-access
+    assert result["removed_symlinks"] == [str(app)] and result["errors"] == []
+    assert result["removed_log_paths"] == [str(app), str(tmp_path / "links" / "web_ns_app-abcdef123456.log")]
+    assert not os.path.lexists(str(app)) and _tree(outside) == before
+
+
+def test_symlinks_below_the_log_roots_are_never_followed_when_a_pod_directory_goes(tmp_path):
+    pods = tmp_path / "pods"
+    (pods / "ns_gone_u2" / "app").mkdir(parents=True)
+    (pods / "ns_gone_u2" / "app" / "0.log").write_text("mine")
+    outside = _outside(tmp_path, "0.log", "secret.txt")
+    os.symlink(str(outside), str(pods / "ns_gone_u2" / "task"))  # a <container>/ link inside a deleted pod's directory
+    os.symlink(str(outside / "secret.txt"), str(pods / "ns_gone_u2" / "app" / "1.log"))  # a file link
+    os.symlink(str(outside), str(pods / "ns_linked_u3"))  # a deleted pod's directory that is a link
+    before = _tree(outside)
+    assert gc.pod_log_dirs(str(pods)) == ["ns_gone_u2", "ns_linked_u3"]
+    result = {"errors": [], "removed_log_paths": [], "removed_symlinks": []}
+    assert gc._remove_tree(str(pods), "ns_gone_u2", result) is True  # pylint: disable=protected-access
+    assert gc._remove_tree(str(pods), "ns_linked_u3", result) is True  # pylint: disable=protected-access
+    assert result["errors"] == [] and result["removed_symlinks"] == [str(pods / "ns_linked_u3")]
+    assert os.listdir(str(pods)) == [] and _tree(outside) == before
+
+
+def test_a_credential_records_directory_below_a_pod_directory_is_refused(tmp_path):
+    pods = tmp_path / "pods"
+    (pods / "ns_gone_u2" / "x" / "image_manager").mkdir(parents=True)
+    result = {"errors": [], "removed_log_paths": [], "removed_symlinks": []}
+    assert gc._remove_tree(str(pods), "ns_gone_u2", result) is False  # pylint: disable=protected-access
+    assert result["errors"][0]["msg"].startswith("Refused to remove %s: " % (pods / "ns_gone_u2"))
+    assert os.path.isdir(str(pods / "ns_gone_u2" / "x" / "image_manager"))
+
+
+def test_orphan_logs_are_the_files_no_listed_container_owns(tmp_path):
+    pods = tmp_path / "pods"
+    app = pods / "ns_web_u1" / "app"
+    app.mkdir(parents=True)
+    for name in ("0.log", "0.log.20261122-010101.gz", "1.log", "2.log", "notes.log", "x.txt"):
+        (app / name).write_text("x")
+    (pods / "ns_web_u1" / "side").mkdir()
+    (pods / "ns_web_u1" / "side" / "0.log").write_text("x")
+    outside = _outside(tmp_path, "0.log")
+    os.symlink(str(outside), str(pods / "ns_web_u1" / "linked"))  # never listed through
+    scan = gc.scan_pod_logs(str(pods))
+    assert sorted(scan) == [("ns_web_u1", "app"), ("ns_web_u1", "side")]
+    live = [dict(_dead(1), name="app", pod_name="web", attempt=2), dict(_dead(2), name="side", pod_name="web", attempt=0)]
+    assert gc.orphan_logs(scan, live) == {("ns_web_u1", "app"): ["0.log", "0.log.20261122-010101.gz", "1.log"]}
+    assert gc.orphan_logs(scan, live, skip_pods={"ns_web_u1"}) == {}
+
+
+def test_a_removal_whose_answer_was_lost_is_confirmed_by_the_list_and_its_logs_go(monkeypatch, tmp_path):
+    """The runtime removed c00 but its answer was lost (UNAVAILABLE: it restarted); the list read when it is back shows it
+    gone: it is removed with its logs, it is no error, nothing is unconfirmed."""
+    links = tmp_path / "links"
+    links.mkdir()
+    app = tmp_path / "pods" / "ns_web-u1_u1"
+    containers = [dict(_dead(i), name="app", attempt=i) for i in range(4)]
+    for c in containers:
+        (app / "app").mkdir(parents=True, exist_ok=True)
+        (app / "app" / ("%d.log" % c["attempt"])).write_text("x")
+    client = NodeClient(containers, [], code="UNAVAILABLE")
+    real = client._do  # pylint: disable=protected-access
+
+    def lose_answers(method, target):
+        real(method, target)
+        if method == "RemoveContainer" and target == "c00":
+            client.containers = [c for c in client.containers if c["id"] != target]
+            raise CriError("CRI endpoint unix:///x is unavailable for RemoveContainer: Socket closed.", code="UNAVAILABLE")
+
+    client._do = lose_answers  # pylint: disable=protected-access
+    with pytest.raises(GcError, match=r"^The runtime became unavailable after 1 container\(s\) and 0 sandbox\(es\) were removed, so") as info:
+        _run(monkeypatch, tmp_path, client, max_per_pod_container=1, max_containers=-1, parallelism=1)
+    partial = info.value.result
+    assert [c["id"] for c in partial["removed_containers"]] == ["c00"] and partial["unconfirmed"] == []
+    assert partial["errors"] == [{"id": "", "msg": "CRI endpoint unix:///x is unavailable for RemoveContainer: Socket closed."}]
+    assert sorted(os.listdir(str(app / "app"))) == ["1.log", "2.log", "3.log"]  # c01 was never called (the outage came first)
+    assert [t for m, t in client.calls if m == "RemoveContainer"] == ["c00"]
+
+
+def test_the_next_run_removes_the_logs_of_containers_that_are_gone(monkeypatch, tmp_path):
+    links = tmp_path / "links"
+    links.mkdir()
+    app = tmp_path / "pods" / "ns_web-u1_u1" / "app"
+    app.mkdir(parents=True)
+    for name in ("0.log", "0.log.20261122-010101", "1.log", "2.log"):
+        (app / name).write_text("x")
+    os.symlink(str(app / "0.log"), str(links / "web-u1_ns_app-c00.log"))
+    os.symlink(str(app / "2.log"), str(links / "web-u1_ns_app-c02.log"))
+    # only attempt 2 is still in the runtime: attempts 0 and 1 were removed by a run whose answers were lost
+    client = NodeClient([dict(_dead(2), name="app", attempt=2)], [])
+    result = _run(monkeypatch, tmp_path, client)
+    assert result["removed_containers"] == [] and result["unconfirmed"] == [] and result["changed"] is True
+    assert sorted(result["removed_log_paths"]) == sorted([str(app / "0.log"), str(app / "0.log.20261122-010101"), str(app / "1.log"),
+                                                          str(links / "web-u1_ns_app-c00.log")])
+    assert os.listdir(str(app)) == ["2.log"] and os.listdir(str(links)) == ["web-u1_ns_app-c02.log"]
