@@ -53,9 +53,8 @@ class CrashAfter:
         self.socket = os.path.join(self.dir, "cri.sock")
         self.endpoint = "unix://" + self.socket
         # reconnect quickly once a restarted runtime listens again (gRPC's default backoff grows to minutes)
-        self._upstream = grpc.insecure_channel(runtime.endpoint, options=[("grpc.initial_reconnect_backoff_ms", 100),
-                                                                           ("grpc.min_reconnect_backoff_ms", 100),
-                                                                           ("grpc.max_reconnect_backoff_ms", 300)])
+        backoff = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 300)]
+        self._upstream = grpc.insecure_channel(runtime.endpoint, options=backoff)
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
         self._server.add_generic_rpc_handlers((_Forward(self),))
         self._server.add_insecure_port(self.endpoint)

@@ -92,8 +92,9 @@ options:
     default: true
   logs:
     description:
-      - Remove dangling C(*.log) symlinks in O(container_logs_dir) whose container is gone or exited, and, when
-        O(active_pod_uids) is given, the log directories of deleted pods in O(pod_logs_dir).
+      - Remove dangling C(*.log) symlinks in O(container_logs_dir) whose container is gone or exited, the log files in
+        O(pod_logs_dir) of containers that no longer exist in the runtime, and, when O(active_pod_uids) is given, the
+        log directories of deleted pods in O(pod_logs_dir).
     type: bool
     default: true
   pod_logs_dir:
