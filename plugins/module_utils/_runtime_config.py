@@ -128,9 +128,25 @@ def run(files, opts, check_mode=False):
 
     Symbolic links are followed for the files it writes: the targets are read and replaced (``resolved_path``,
     ``resolved_files``). Secret values (_redact) are replaced by the marker in ``diff`` and removed from every
-    message, including errors.
+    message, including errors. A run that may write holds the lock of the files it may write
+    (_config_io.lock_dirs) from its reads to its writes, so concurrent runs both land.
     """
     runtime = opts["runtime"]
+    writing = not check_mode and bool(opts["settings"] or opts["content"] is not None or opts["storage_content"] is not None)
+    with files.lock(owned_paths(files, runtime, opts) if writing else []):
+        return _locked_run(files, opts, check_mode, runtime)
+
+
+def owned_paths(files, runtime, opts):
+    """The resolved paths of the files a run may write (containerd's config.toml; cri-o's storage.conf and crio.conf)."""
+    if runtime == "containerd":
+        paths = [opts["path"] or rc.CONTAINERD_PATH]
+    else:
+        paths = [opts["storage_path"] or rc.STORAGE_PATH, opts["path"] or rc.CRIO_PATH]
+    return [files.resolve_path(p) for p in paths]
+
+
+def _locked_run(files, opts, check_mode, runtime):
     disk, resolved = read_files(files, runtime, opts)
     redact = functools.partial(redact_text, path="the config file")
     secrets = redact_texts(list(disk.values()) + [opts["content"], opts["storage_content"]], redact)[1]
