@@ -93,8 +93,8 @@ def _redact_body(body, prefix, inside):
         elif isinstance(item, AoT):
             for n, table in enumerate(item.body):
                 _redact_body(table.value.body, path + (n,), secret)
-        elif secret and item.unwrap() is not None:
-            new = tomlkit.item(redacted(item.unwrap(), True))
+        elif item.unwrap() is not None and redacted(item.unwrap(), secret, path) != item.unwrap():  # a secret, or a URL with credentials
+            new = tomlkit.item(redacted(item.unwrap(), secret, path))
             if hasattr(item, "trivia"):
                 new.trivia.indent, new.trivia.comment_ws = item.trivia.indent, item.trivia.comment_ws
                 new.trivia.comment, new.trivia.trail = item.trivia.comment, item.trivia.trail
