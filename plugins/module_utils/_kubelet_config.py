@@ -81,7 +81,7 @@ def run(files, opts, check_mode=False):
 
 
 def _run(files, opts, check_mode, flags, path, resolved):
-    existing = files.read_text(resolved)
+    existing = files.read_text(path)  # the link's target (resolved), named as the user wrote it in errors
     redact = functools.partial(redact_text, origin=path)
     secrets = redact_texts([existing, opts["content"]], redact)[1]
     try:

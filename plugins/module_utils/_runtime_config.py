@@ -93,7 +93,7 @@ def read_files(files, runtime, opts):
         paths = [opts["storage_path"] or rc.STORAGE_PATH, opts["path"] or rc.CRIO_PATH] + [os.path.join(dropin_dir, f) for f in dropins]
     owned = paths[:1] if runtime == "containerd" else paths[:2]
     resolved = {path: files.resolve_path(path) for path in owned}
-    texts = {path: files.read_text(resolved.get(path, path)) for path in paths}
+    texts = {path: files.read_text(path) for path in paths}  # at the end of their links (resolved), named as given
     return {path: text for path, text in texts.items() if text is not None or path not in paths[2:]}, resolved
 
 
