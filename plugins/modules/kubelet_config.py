@@ -81,8 +81,9 @@ options:
         existing file of V(/var/lib/kubelet/config.yaml) (kubeadm), V(/etc/kubernetes/kubelet/kubelet-config.json) (EKS) and
         V(/etc/kubernetes/kubelet-config.yaml). When none exists the task fails, unless O(content) is given and a C(--config)
         flag names the file to create.
-      - It must be a regular file (or a symbolic link to one) of at most 4 MiB, as must every flag file read; a FIFO, a
-        device, a directory or a bigger file fails the task at once with one sentence, before anything is read.
+      - It must be a regular file (or a symbolic link to one) of at most 4 MiB; a FIFO, a device, a directory or a bigger
+        file fails the task at once with one sentence naming it, before anything is read. Flag files that are not regular
+        files are skipped; a bigger one fails the task the same way.
     type: path
   settings:
     description:
