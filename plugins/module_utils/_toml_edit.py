@@ -365,7 +365,10 @@ def _span(text, wanted, new_tables=()):
 
 
 def keep_other_lines(original, rendered, path, edits):
-    """``rendered`` (an edit of ``original``) with every line outside the edited keys taken from ``original``; ConfigError (one sentence) when that cannot be done."""
+    """``rendered`` (an edit of ``original``) with every line outside the edited keys taken from ``original``.
+
+    ConfigError (one sentence) when that cannot be done.
+    """
     wanted = [t + (k,) for t, k, v in edits]
     names = [".".join(w) for w in wanted]
     old_tables = {p for kind, p in line_paths(original) if kind == "table"}

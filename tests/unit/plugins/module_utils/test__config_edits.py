@@ -243,7 +243,8 @@ def test_concurrent_runs_on_one_file_both_land(tmp_path):
             t.join(30)
         assert not errors, (trial, errors)
         text = path.read_text()
-        assert all(line in text for line in ("imageGCHighThresholdPercent: 90", "containerLogMaxFiles: 7", "imageMinimumGCAge: 5m", "containerLogMaxSize: 20Mi"))
+        wanted = ("imageGCHighThresholdPercent: 90", "containerLogMaxFiles: 7", "imageMinimumGCAge: 5m", "containerLogMaxSize: 20Mi")
+        assert all(line in text for line in wanted)
 
 
 # ------------------------------------------------------------------------ URL credentials
