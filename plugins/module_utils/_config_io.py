@@ -15,12 +15,29 @@ mode and SELinux context (the write itself is _files.atomic_write). Nothing here
 A config path that is a symbolic link (or a chain of them) is resolved first (``resolve_path``): the
 target is read, backed up and replaced, and the link stays as it was. Diffs go through ``redacted_diff``,
 which hides every secret value (_redact) whatever the format.
+
+What is read must be a regular file (or a link to one) of at most MAX_CONFIG_BYTES: a FIFO, a device, a
+directory or a bigger file fails at once, before a byte is read (``read_file``). The file's encoding
+details are kept: a UTF-8 byte order mark and CRLF line endings are taken off for the editors (which see
+LF text) and put back when ``ConfigFiles`` writes the file; a file mixing CRLF and LF is read, never
+rewritten.
+
+Writes are serialised per directory: ``ConfigFiles.lock`` takes an exclusive flock(2) on the directory
+of each file for the whole read-plan-write of a run (no lock file is created), so two runs on one file
+both land, one after the other. As a second net, ``ConfigFiles.write_text`` compares the file's bytes
+with the bytes the run read just before the rename, and refuses when another writer changed them.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import errno
+import fcntl
 import os
 import re
+import stat
+import time
 
 from ansible.module_utils.common.text.converters import to_native
 
@@ -29,8 +46,29 @@ from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_w
 from ansible_collections.kubenode.gc.plugins.module_utils._redact import MARKER, changed_secrets, secret_strings, scrub
 
 
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # the largest config, flag or drop-in file read; kubelet and runtime configs are a few KiB
+LOCK_TIMEOUT = 60  # seconds a run waits for another run's lock on a config directory
+BOM = "\ufeff"
+
+
 class ConfigFileError(ConfigError):
     """A config file cannot be read or written; one sentence naming the file and what went wrong."""
+
+
+# How a file was stored: its bytes as read (None: missing), a UTF-8 byte order mark, and its line ending
+# ("\n", "\r\n", or None for a file that mixes them).
+Stored = collections.namedtuple("Stored", "raw bom newline")
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _check_regular(path, st):
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        raise ConfigFileError("%s is %s, not a regular file; config files must be regular files (or symbolic links to one)." % (path, kind))
+    if st.st_size > MAX_CONFIG_BYTES:
+        raise ConfigFileError("%s is %d bytes, more than the %d bytes a config file may have; not reading it." % (path, st.st_size, MAX_CONFIG_BYTES))
 
 
 def file_mode(value):
@@ -60,15 +98,72 @@ def resolve_path(path):
     return resolved
 
 
-def read_text(path):
-    """The file's text, or None when it does not exist. Other read errors raise ConfigFileError."""
+def read_bytes(path):
+    """The file's bytes, or None when it does not exist; ConfigFileError unless it is a regular file of at most MAX_CONFIG_BYTES.
+
+    The type and size are checked before the file is opened and again on the open descriptor (opened
+    non-blocking, so a FIFO put there in between cannot hang the run), and at most MAX_CONFIG_BYTES + 1 bytes are read.
+    """
     try:
-        with open(path, "r", encoding="utf-8") as f:
-            return f.read()
+        _check_regular(path, os.stat(path))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ConfigFileError("Cannot read %s: %s." % (path, _reason(exc)))
+    try:
+        _check_regular(path, os.fstat(fd))
+        chunks, size = [], 0
+        while size <= MAX_CONFIG_BYTES:
+            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise ConfigFileError("Cannot read %s: %s." % (path, _reason(exc)))
+    finally:
+        os.close(fd)
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigFileError("%s grew to more than the %d bytes a config file may have while it was read; not reading it." % (path, MAX_CONFIG_BYTES))
+    return b"".join(chunks)
+
+
+def decode(path, raw):
+    """``(text, Stored)`` of a file's bytes: UTF-8 without its byte order mark, CRLF line endings as LF."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigFileError("Cannot read %s: it is not UTF-8 text (byte %d)." % (path, exc.start))
+    bom = text.startswith(BOM)
+    text = text[len(BOM):] if bom else text
+    crlf, lf = text.count("\r\n"), text.count("\n")
+    newline = "\n" if not crlf else ("\r\n" if crlf == lf else None)
+    if crlf:
+        text = text.replace("\r\n", "\n")
+    return text, Stored(raw, bom, newline)
+
+
+def encode(text, stored):
+    """The text to write for ``text`` (LF line endings) in a file stored as ``stored`` (its BOM and line endings)."""
+    if stored is None or stored.raw is None:
+        return text
+    if stored.newline == "\r\n":
+        text = text.replace("\r\n", "\n").replace("\n", "\r\n")
+    return (BOM if stored.bom else "") + text
+
+
+def read_file(path):
+    """``(text, Stored)``: the file's text as the editors see it (read_bytes, decode); text None when it does not exist."""
+    raw = read_bytes(path)
+    if raw is None:
+        return None, Stored(None, False, "\n")
+    return decode(path, raw)
+
+
+def read_text(path):
+    """The file's text (no BOM, LF line endings), or None when it does not exist. Read errors raise ConfigFileError."""
+    return read_file(path)[0]
 
 
 def _reason(exc):
@@ -77,10 +172,12 @@ def _reason(exc):
     return to_native(exc)
 
 
-def write_text(module, path, text, backup=False, validate=None, mode=0o644):
+def write_text(module, path, text, backup=False, validate=None, mode=0o644, stored=None):
     """Atomically replace ``path`` with ``text``; return the backup file name or None.
 
-    ``mode`` applies only when the file is new; an existing file keeps owner and mode.
+    ``mode`` applies only when the file is new; an existing file keeps owner and mode. ``stored`` (read_file's
+    second value) is how the file was when read: its BOM and line endings are put back, and when its bytes
+    changed since, nothing is written (ConfigFileError).
     A symbolic link is followed (resolve_path): its target is backed up and replaced, the link kept.
     Raises ConfigFileError (the target untouched) when the directory is not writable,
     the validate command fails, or the move fails.
@@ -91,6 +188,8 @@ def write_text(module, path, text, backup=False, validate=None, mode=0o644):
         raise ConfigFileError("Cannot write %s: the directory %s does not exist." % (shown, directory))
     if validate and "%s" not in validate:
         raise ConfigFileError("The validate command for %s must contain %%s (the file to check): %s." % (shown, validate))
+    if stored is not None and stored.raw is not None and stored.newline is None:
+        raise ConfigFileError("%s mixes CRLF and LF line endings; not rewriting it (make its line endings one kind first)." % shown)
     backups = []
 
     def check(tmp):
@@ -101,6 +200,8 @@ def write_text(module, path, text, backup=False, validate=None, mode=0o644):
                 raise ConfigFileError(
                     "The validate command '%s' rejected the new %s (rc %d)%s" % (validate, shown, rc, (": " + detail[-1] + ".") if detail else ".")
                 )
+        if stored is not None and read_bytes(path) != stored.raw:
+            raise ConfigFileError("%s was changed by another writer while this run planned its edit; nothing was written, run again." % shown)
 
     def replace(tmp, target):
         if backup and os.path.exists(target):
@@ -108,23 +209,65 @@ def write_text(module, path, text, backup=False, validate=None, mode=0o644):
         module.atomic_move(tmp, target, unsafe_writes=False)
 
     try:
-        atomic_write(path, text, mode=mode, check=check, replace=replace)
+        atomic_write(path, encode(text, stored), mode=mode, check=check, replace=replace)
     except OSError as exc:
         raise ConfigFileError("Cannot write %s: %s." % (shown, _reason(exc)))
     return backups[0] if backups else None
 
 
+@contextlib.contextmanager
+def lock_dirs(paths, timeout=LOCK_TIMEOUT):
+    """Hold an exclusive flock(2) on the directory of each of ``paths`` (in sorted order, so runs cannot deadlock).
+
+    Waits up to ``timeout`` seconds for another run; then ConfigFileError. A directory that does not
+    exist is not locked (writing there fails anyway).
+    """
+    fds = []
+    try:
+        for directory in sorted({os.path.dirname(os.path.abspath(p)) or "." for p in paths}):
+            try:
+                fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise ConfigFileError("Cannot lock the directory %s for the edit: %s." % (directory, _reason(exc)))
+            fds.append(fd)
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() >= deadline:
+                        raise ConfigFileError("Another run has held the lock on %s for more than %d seconds; nothing was written." % (directory, timeout))
+                    time.sleep(0.05)
+        yield
+    finally:
+        for fd in reversed(fds):
+            os.close(fd)  # closing the descriptor releases its lock
+
+
 class ConfigFiles:
-    """The config modules' file I/O: reads, and atomic writes through the module (atomic_move, backup_local, run_command)."""
+    """The config modules' file I/O: reads, and atomic writes through the module (atomic_move, backup_local, run_command).
+
+    It remembers how each file was stored when read (BOM, line endings, bytes) and writes it back the same way.
+    """
 
     def __init__(self, module):
         self.module = module
+        self.stored = {}
 
-    read_text = staticmethod(read_text)
     resolve_path = staticmethod(resolve_path)
+    lock = staticmethod(lock_dirs)
+
+    def read_text(self, path):
+        text, stored = read_file(path)
+        self.stored[os.path.realpath(path)] = stored
+        return text
 
     def write_text(self, path, text, backup=False, validate=None, mode=0o644):
-        return write_text(self.module, path, text, backup=backup, validate=validate, mode=mode)
+        stored = self.stored.get(os.path.realpath(path))
+        return write_text(self.module, path, text, backup=backup, validate=validate, mode=mode, stored=stored)
 
 
 def unified_diff_dict(path, before, after):

@@ -69,12 +69,19 @@ def run(files, opts, check_mode=False):
 
     A symbolic link as the config file is followed: the target is read and replaced (``resolved_path``).
     Secret values (_redact) are replaced by the marker in ``config``, ``effective`` and ``diff``, and
-    removed from every message, including errors.
+    removed from every message, including errors. A run that may write holds the file's lock
+    (_config_io.lock_dirs) from its read to its write, so concurrent runs on one file both land.
     """
     flags = parse_flag_files(read_flag_files(files, opts["flag_files"]))
     path = opts["path"] or find_path(config_flag(flags), opts["content"])
     resolved = files.resolve_path(path)
-    existing = files.read_text(resolved)
+    writing = not check_mode and (opts["settings"] or opts["content"] is not None)
+    with files.lock([resolved] if writing else []):
+        return _run(files, opts, check_mode, flags, path, resolved)
+
+
+def _run(files, opts, check_mode, flags, path, resolved):
+    existing = files.read_text(path)  # the link's target (resolved), named as the user wrote it in errors
     redact = functools.partial(redact_text, origin=path)
     secrets = redact_texts([existing, opts["content"]], redact)[1]
     try:

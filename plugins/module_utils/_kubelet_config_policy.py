@@ -34,14 +34,17 @@ from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import EVICTI
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_flags import flag_value
 from ansible_collections.kubenode.gc.plugins.module_utils._quantity import QuantityError, parse_quantity
 from ansible_collections.kubenode.gc.plugins.module_utils._yaml_edit import (
+    anchor_of,
     convert,
     delete,
     dump,
+    dump_keeping,
     json_type,
     load,
     new_map,
     plain,
     put,
+    shared_keys,
     sync_map,
 )
 
@@ -92,11 +95,23 @@ def _normalize(key, kind, value):
     raise ConfigError("settings.%s must be %s, got %r." % (key, example, value))
 
 
-def apply_settings(data, settings):
-    """Set each normalized setting in the top-level mapping where it differs semantically; return the keys changed."""
+def apply_settings(data, settings, origin="the file"):
+    """Set each normalized setting in the top-level mapping where it differs semantically; return the keys changed.
+
+    A key whose value shares a node with another key's (a YAML anchor and its alias) is never changed:
+    ConfigError, as the edit would change the other key too.
+    """
     changed = []
     for key, value in settings.items():
         current = data.get(key)
+        if key in data if value is None else (key not in data or not same(KINDS[key], current, value)):
+            shared = shared_keys(data, key)
+            if shared:
+                anchor = anchor_of(current) or next((anchor_of(data[k]) for k in shared if anchor_of(data[k])), None)
+                raise ConfigError(
+                    "Not changing %s in %s: its value is shared with %s through a YAML anchor and alias%s, so the edit would change %s too; "
+                    "write the value out in full under each key, then run again." % (
+                        key, origin, ", ".join(shared), " (&%s)" % anchor if anchor else "", "it" if len(shared) == 1 else "them"))
         if value is None:
             if key in data:
                 delete(data, key)
@@ -448,21 +463,23 @@ def plan(path, existing, settings=None, content=None, overrides=()):
         raise ConfigError("The kubelet configuration file %s does not exist; give content to create it." % path)
     doc = load(base, path if content is None else "the content given for %s" % path, mapping_of=MAPPING_OF)
     check_kind(plain(doc.data), path if content is None else "the content given for %s" % path)
-    modified = False
+    converted = False
     if content is not None:
         wanted_fmt = "json" if path.endswith(".json") else "yaml"
         if doc.fmt != wanted_fmt:
-            doc, modified = convert(doc, wanted_fmt), True
+            doc, converted = convert(doc, wanted_fmt), True
     read_only = settings is None and content is None
-    changes = []
+    changes, keys = [], []
     if settings:
         before = report(effective(plain(doc.data))[0])
-        keys = apply_settings(doc.data, normalize_settings(settings))
-        modified = bool(keys) or modified
+        keys = apply_settings(doc.data, normalize_settings(settings), path if content is None else "the content given for %s" % path)
         after_values = report(effective(plain(doc.data))[0])
         # drift in what the kubelet would use from the file (defaults included, flags aside)
         changes = [dict(key=k, before=before[k], after=after_values[k]) for k in keys if before[k] != after_values[k]]
-    after = dump(doc) if modified else base
+    if converted:
+        after = dump(doc)
+    else:  # every line outside the edited keys as written (_byte_guard)
+        after = dump_keeping(doc, base, keys, path) if keys else base
     cfg = plain(doc.data)
     values, sources, errors, flag_errors = effective(cfg, overrides)
     errors += validate(values)

@@ -16,6 +16,10 @@ identitytoken), ``registry.auths``, registry and hosts.toml ``headers``/``header
 ``password``, ``token``, ``secret``, ``private_key``... Paths to credential files (``global_auth_file``,
 ``key_file``, ``tlsPrivateKeyFile``) end in ``file`` and are not secrets.
 
+The rule has a second half, for values under any key: the user information of a URL
+(``https://user:password@mirror``, as in a registry mirror endpoint) is a secret; it is replaced by MARKER
+inside the URL (``https://VALUE_SPECIFIED_IN_NO_LOG_PARAMETER@mirror``), the rest of the URL stays.
+
 The documents may be plain data or round-trip documents (ruamel.yaml, tomlkit): anything that is a
 MutableMapping or a MutableSequence is walked, and ``redact_in_place`` assigns the marker through
 ``container[key] = MARKER`` so comments and layout of the rest are kept.
@@ -36,6 +40,20 @@ SECRET_SUFFIXES = ("password", "passwd", "token", "secret", "privatekey", "clien
 # KubeletConfiguration's "authorization" is a settings struct (mode: Webhook), not an HTTP header
 NOT_SECRET_PATHS = (("authorization",),)
 MIN_SCRUB_LENGTH = 4  # shorter values are not replaced inside free text (they would garble every message)
+# the user information of a URL: scheme "://" userinfo "@" (RFC 3986; no "/", "?", "#", "@" or space in it)
+URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/?#@\s\"'<>]+)@")
+
+
+def url_userinfo(value):
+    """The user information parts of the URLs in the string ``value`` (none for other values)."""
+    return [m.group(2) for m in URL_USERINFO.finditer(value)] if isinstance(value, str) else []
+
+
+def redact_urls(value):
+    """The string ``value`` with the user information of every URL in it replaced by MARKER (other values as they are)."""
+    if not isinstance(value, str):
+        return value
+    return URL_USERINFO.sub(lambda m: m.group(1) + MARKER + "@", value)
 
 
 def is_secret_key(name, path=()):
@@ -67,6 +85,8 @@ def secret_leaves(node, path=(), inside=False):
             found += secret_leaves(item, path + (i,), inside)
     elif inside and node is not None:
         found.append((path, node))
+    elif [info for info in url_userinfo(node) if info != MARKER]:
+        found.append((path, "\n".join(url_userinfo(node))))
     return found
 
 
@@ -80,6 +100,9 @@ def redact_in_place(node, inside=False, path=()):
             if secret and value is not None and not _is_map(value) and not _is_list(value):
                 replaced.append(value)
                 node[key] = MARKER
+            elif url_userinfo(value):
+                replaced += url_userinfo(value)
+                node[key] = redact_urls(value)
             else:
                 replaced += redact_in_place(value, secret, path + (key,))
     elif _is_list(node):
@@ -87,6 +110,9 @@ def redact_in_place(node, inside=False, path=()):
             if inside and item is not None and not _is_map(item) and not _is_list(item):
                 replaced.append(item)
                 node[i] = MARKER
+            elif url_userinfo(item):
+                replaced += url_userinfo(item)
+                node[i] = redact_urls(item)
             else:
                 replaced += redact_in_place(item, inside, path + (i,))
     return replaced
@@ -98,13 +124,20 @@ def redacted(data, inside=False, path=()):
         return {k: redacted(v, inside or is_secret_key(k, path), path + (k,)) for k, v in data.items()}
     if _is_list(data):
         return [redacted(v, inside, path + (i,)) for i, v in enumerate(data)]
-    return MARKER if inside and data is not None else data
+    return MARKER if inside and data is not None else redact_urls(data)
 
 
 def secret_strings(values):
     """The distinct string forms of secret ``values`` long enough to look for in free text, longest first."""
-    out = {str(v) for v in values if v is not None and not isinstance(v, bool) and len(str(v)) >= MIN_SCRUB_LENGTH}
-    return sorted(out, key=lambda s: (-len(s), s))
+    out = set()
+    for value in values:
+        if value is None or isinstance(value, bool):
+            continue
+        out.add(str(value))
+        for piece in str(value).split("\n"):  # a URL leaf holds its user informations, one a line: each, and its password alone
+            out.update((piece, piece.partition(":")[2]))
+    out.discard(MARKER)
+    return sorted((s for s in out if len(s) >= MIN_SCRUB_LENGTH), key=lambda s: (-len(s), s))
 
 
 def scrub(text, secrets):

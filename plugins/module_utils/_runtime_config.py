@@ -85,15 +85,14 @@ def read_files(files, runtime, opts):
     The files it may write (containerd's config.toml, cri-o's storage.conf and crio.conf) are read at the end of
     their symbolic links (a dangling link fails); drop-ins are only read.
     """
-    if runtime == "containerd":
-        paths = [opts["path"] or rc.CONTAINERD_PATH]
-    else:
+    owned = owned_paths(runtime, opts)
+    paths = list(owned)
+    if runtime != "containerd":
         dropin_dir = opts["dropin_dir"] or rc.DROPIN_DIR
         dropins = sorted(f for f in _listdir(dropin_dir) if f.endswith(".conf"))
-        paths = [opts["storage_path"] or rc.STORAGE_PATH, opts["path"] or rc.CRIO_PATH] + [os.path.join(dropin_dir, f) for f in dropins]
-    owned = paths[:1] if runtime == "containerd" else paths[:2]
+        paths += [os.path.join(dropin_dir, f) for f in dropins]
     resolved = {path: files.resolve_path(path) for path in owned}
-    texts = {path: files.read_text(resolved.get(path, path)) for path in paths}
+    texts = {path: files.read_text(path) for path in paths}  # at the end of their links (resolved), named as given
     return {path: text for path, text in texts.items() if text is not None or path not in paths[2:]}, resolved
 
 
@@ -128,9 +127,23 @@ def run(files, opts, check_mode=False):
 
     Symbolic links are followed for the files it writes: the targets are read and replaced (``resolved_path``,
     ``resolved_files``). Secret values (_redact) are replaced by the marker in ``diff`` and removed from every
-    message, including errors.
+    message, including errors. A run that may write holds the lock of the files it may write
+    (_config_io.lock_dirs) from its reads to its writes, so concurrent runs both land.
     """
     runtime = opts["runtime"]
+    writing = not check_mode and bool(opts["settings"] or opts["content"] is not None or opts["storage_content"] is not None)
+    with files.lock([files.resolve_path(p) for p in owned_paths(runtime, opts)] if writing else []):
+        return _locked_run(files, opts, check_mode, runtime)
+
+
+def owned_paths(runtime, opts):
+    """The files a run may write, as given: containerd's config.toml; cri-o's storage.conf and crio.conf (in that order)."""
+    if runtime == "containerd":
+        return [opts["path"] or rc.CONTAINERD_PATH]
+    return [opts["storage_path"] or rc.STORAGE_PATH, opts["path"] or rc.CRIO_PATH]
+
+
+def _locked_run(files, opts, check_mode, runtime):
     disk, resolved = read_files(files, runtime, opts)
     redact = functools.partial(redact_text, path="the config file")
     secrets = redact_texts(list(disk.values()) + [opts["content"], opts["storage_content"]], redact)[1]

@@ -13,13 +13,21 @@ last table of their parent, before the blank lines and comments that lead to the
 dumped, parsed again with tomlkit and, where available, the strict ``tomllib``, and every edited
 value read back. Each edit is made on a fresh parse, so tomlkit's own placement heuristics, which
 differ between its versions, are never used. Every error is a ConfigError whose text is one sentence.
+
+tomlkit does not round-trip every file (it re-indents some table lines of kubespray's config.toml), so
+the dumped text is only a rendering: ``set_values`` keeps from it the lines of the edited keys (and of
+the tables it had to add) and takes every other line from the original (_byte_guard.splice, with
+``line_paths``, a line scanner that knows which key or table each line holds); the result must parse to
+the same data as the rendering, and the guard checks once more that no other line changed.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import traceback
 
+from ansible_collections.kubenode.gc.plugins.module_utils._byte_guard import guard, refusal, splice
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
 from ansible_collections.kubenode.gc.plugins.module_utils._redact import is_secret_key, redacted, secret_leaves
 
@@ -85,8 +93,8 @@ def _redact_body(body, prefix, inside):
         elif isinstance(item, AoT):
             for n, table in enumerate(item.body):
                 _redact_body(table.value.body, path + (n,), secret)
-        elif secret and item.unwrap() is not None:
-            new = tomlkit.item(redacted(item.unwrap(), True))
+        elif item.unwrap() is not None and redacted(item.unwrap(), secret, path) != item.unwrap():  # a secret, or a URL with credentials
+            new = tomlkit.item(redacted(item.unwrap(), secret, path))
             if hasattr(item, "trivia"):
                 new.trivia.indent, new.trivia.comment_ws = item.trivia.indent, item.trivia.comment_ws
                 new.trivia.comment, new.trivia.trail = item.trivia.comment, item.trivia.trail
@@ -260,12 +268,133 @@ def _add_table(doc, tables, table, key, value, literal):
     return tomlkit.dumps(doc)
 
 
+_KEY_PART = re.compile(r"""[ \t]*(?:([A-Za-z0-9_-]+)|"((?:[^"\\\n]|\\.)*)"|'([^'\n]*)')[ \t]*""")
+
+
+def _key_path(text, i):
+    """``(parts, end)`` of the dotted key at ``text[i:]``; parts None when there is none."""
+    parts = []
+    while True:
+        match = _KEY_PART.match(text, i)
+        if not match:
+            return None, i
+        bare, basic, literal = match.groups()
+        if basic is not None:
+            try:
+                basic = json.loads('"%s"' % basic)
+            except ValueError:
+                pass
+        parts.append(bare if bare is not None else basic if basic is not None else literal)
+        i = match.end()
+        if text[i:i + 1] != ".":
+            return tuple(parts), i
+        i += 1
+
+
+def _value_lines(lines, n, col):
+    """How many lines the value starting at ``lines[n][col:]`` spans (arrays, inline tables and multi-line strings continue)."""
+    depth, quote, first = 0, None, n
+    while n < len(lines):
+        line, i = lines[n], col if n == first else 0
+        while i < len(line):
+            char = line[i]
+            if quote in ('"""', "'''"):
+                if line.startswith(quote, i):
+                    quote, i = None, i + 3
+                    continue
+                i += 2 if quote == '"""' and char == "\\" else 1
+                continue
+            if quote:
+                if char == "\\" and quote == '"':
+                    i += 2
+                    continue
+                quote = None if char == quote else quote
+            elif line.startswith('"""', i) or line.startswith("'''", i):
+                quote, i = line[i:i + 3], i + 3
+                continue
+            elif char in "\"'":
+                quote = char
+            elif char in "[{":
+                depth += 1
+            elif char in "]}":
+                depth -= 1
+            elif char == "#":
+                break
+            i += 1
+        n += 1
+        if quote in ('"', "'"):
+            quote = None  # a one-line string does not continue (the parsers refuse it)
+        if quote is None and depth <= 0:
+            break
+    return n - first
+
+
+def line_paths(text):
+    """One ``(kind, path)`` per line of ``text``: ("table", header path), ("key", full key path) on each line of
+    a key's value, or (None, None) for blank and comment lines."""
+    lines = text.splitlines(True)
+    out, table, n = [], (), 0
+    while n < len(lines):
+        body = lines[n].lstrip(" \t")
+        if body.startswith("["):
+            parts = _key_path(body, 2 if body.startswith("[[") else 1)[0]
+            table = parts if parts is not None else table
+            out.append(("table", parts))
+            n += 1
+            continue
+        parts, end = (None, 0) if not body.strip() or body.startswith("#") else _key_path(body, 0)
+        if parts is None or not body[end:].startswith("="):
+            out.append((None, None))
+            n += 1
+            continue
+        count = _value_lines(lines, n, len(lines[n]) - len(body) + end + 1)
+        out += [("key", table + parts)] * count
+        n += count
+    return out
+
+
+def _span(text, wanted, new_tables=()):
+    """The line indexes of the keys ``wanted`` (full paths) in ``text``, and of the headers of ``new_tables``."""
+    span = set()
+    for i, (kind, found) in enumerate(line_paths(text)):
+        if kind == "key" and any(found == want[:len(found)] or want == found[:len(want)] for want in wanted):
+            span.add(i)
+        elif kind == "table" and found in new_tables:
+            span.add(i)
+    return span
+
+
+def keep_other_lines(original, rendered, path, edits):
+    """``rendered`` (an edit of ``original``) with every line outside the edited keys taken from ``original``.
+
+    ConfigError (one sentence) when that cannot be done.
+    """
+    wanted = [t + (k,) for t, k, v in edits]
+    names = [".".join(w) for w in wanted]
+    old_tables = {p for kind, p in line_paths(original) if kind == "table"}
+    new_tables = {p for kind, p in line_paths(rendered) if kind == "table"} - old_tables
+    old_span, new_span = _span(original, wanted), _span(rendered, wanted, new_tables)
+    text, restored = splice(original, rendered, old_span, new_span, path, names)
+    if restored:
+        try:
+            same = tomlkit.parse(text).unwrap() == tomlkit.parse(rendered).unwrap()
+        except (TOMLKitError, ValueError):
+            same = False
+        if not same:
+            raise refusal(path, names, restored[0])
+        guard(original, text, old_span, _span(text, wanted, new_tables), path, names)
+    return text
+
+
 def set_values(text, path, edits, literal=False):
-    """``text`` with every (table, key, value) of ``edits`` set (None: removed); ConfigError when the result would be wrong."""
+    """``text`` with every (table, key, value) of ``edits`` set (None: removed), every other line as it was; ConfigError when the result would be wrong."""
+    original = text
     if text and not text.endswith("\n"):
         text += "\n"
     for table, key, value in sorted(edits, key=lambda e: len(e[0])):  # parents first, so children nest in them
         text = _set(text, path, table, key, value, literal)
+    if original:
+        text = keep_other_lines(original, text, path, edits)
     try:
         data = tomlkit.parse(text).unwrap()
         if tomllib is not None:

@@ -12,6 +12,9 @@
 * ``put``/``delete``/``sync_map``/``new_map``: change a mapping in place, keeping comments, key
   positions and sorted order.
 * ``plain``: ruamel.yaml's round-trip types as plain Python values.
+* ``dump_keeping``: the edited document as text in which only the lines of the edited top-level keys
+  differ from the original (_byte_guard's splice and guard): booleans, spacing and indentation as written.
+* ``shared_keys``: the other top-level keys whose value shares a node with a key's (YAML anchors and aliases).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import json
 import re
 import traceback
 
+from ansible_collections.kubenode.gc.plugins.module_utils._byte_guard import guard, refusal, splice
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
 from ansible_collections.kubenode.gc.plugins.module_utils._redact import redact_in_place, secret_leaves
 
@@ -238,3 +242,109 @@ def delete(mapping, key):
         mapping.ca.comment[1].extend(tokens)
     else:
         mapping.ca.comment = [None, tokens]
+
+
+def _json_keys(text):
+    """[(key, first line, last line)] of the members of the top-level JSON object in ``text``."""
+    space, decoder = re.compile(r"[ \t\r\n]*"), json.JSONDecoder()
+    i = space.match(text, text.index("{") + 1).end()
+    found = []
+    while text[i] == '"':
+        start = i
+        key, i = json.decoder.scanstring(text, i + 1)
+        i = space.match(text, i).end() + 1  # the colon
+        i = decoder.raw_decode(text, space.match(text, i).end())[1]
+        found.append((key, text.count("\n", 0, start), text.count("\n", 0, i - 1)))
+        i = space.match(text, i).end()
+        if text[i] != ",":
+            break
+        i = space.match(text, i + 1).end()
+    return found
+
+
+def _yaml_keys(text):
+    """[(key, first line, last line)] of the top-level keys of a YAML mapping (a block's trailing blank and column-0 comment lines left out)."""
+    data = new_yaml().load(text)
+    lines = text.splitlines()
+    starts = [(key, data.lc.key(key)[0]) for key in data] if hasattr(data, "lc") else []
+    found = []
+    for n, (key, start) in enumerate(starts):
+        end = starts[n + 1][1] if n + 1 < len(starts) else len(lines)
+        while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].startswith("#") or lines[end - 1].rstrip() == "..."):
+            end -= 1
+        found.append((key, start, end - 1))
+    return found
+
+
+def key_span(text, fmt, keys):
+    """The line indexes of the top-level ``keys`` in ``text`` (YAML or JSON); None when keys share lines (a mapping on one line)."""
+    span, lines = set(), []
+    found = _json_keys(text) if fmt == "json" else _yaml_keys(text)
+    if fmt == "json":
+        lines += [text.count("\n", 0, text.index("{")), text.count("\n", 0, text.rindex("}"))]
+    for key, first, last in found:
+        lines += range(first, last + 1)
+        if key in keys:
+            span.update(range(first, last + 1))
+    if len(set(lines)) != len(lines):
+        return None
+    return span
+
+
+def _json_comma(old, new):
+    """The original JSON line ``old`` ending with a comma exactly when its new place ``new`` does."""
+    body = old.rstrip("\r\n")
+    end, code = old[len(body):], body.rstrip()
+    if code.endswith(",") == new.rstrip().endswith(","):
+        return old
+    return (code + "," if not code.endswith(",") else code[:-1]) + body[len(code):] + end
+
+
+def dump_keeping(doc, original, keys, origin):
+    """The text of ``doc`` (edited from ``original`` at its top-level ``keys``) with every other line as in ``original``.
+
+    The whole document is rendered (dump), the lines outside the edited keys are taken back from the
+    original (_byte_guard.splice), the result must parse to the same data as the rendering, and the
+    guard checks the lines outside the keys once more. Raises ConfigError (one sentence) otherwise.
+    """
+    rendered = dump(doc)
+    same_line = _json_comma if doc.fmt == "json" else None
+    old_span, new_span = key_span(original, doc.fmt, keys), key_span(rendered, doc.fmt, keys)
+    if old_span is None or new_span is None:  # a mapping written on one line: that line is the edit
+        return rendered
+    text, restored = splice(original, rendered, old_span, new_span, origin, keys, same_line)
+    if restored:
+        try:
+            same = plain(load(text, origin, doc.fmt).data) == plain(load(rendered, origin, doc.fmt).data)
+        except (ConfigError, ValueError):
+            same = False
+        if not same:
+            raise refusal(origin, keys, restored[0])
+        guard(original, text, old_span, key_span(text, doc.fmt, keys), origin, keys, same_line)
+    return text
+
+
+def _nodes(value, seen):
+    """The ids of the containers and anchored scalars in ``value`` (the nodes an alias can share)."""
+    if isinstance(value, (dict, list)) or getattr(getattr(value, "anchor", None), "value", None):
+        if id(value) in seen:
+            return seen
+        seen.add(id(value))
+    if isinstance(value, dict):
+        for item in value.values():
+            _nodes(item, seen)
+    elif isinstance(value, list):
+        for item in value:
+            _nodes(item, seen)
+    return seen
+
+
+def shared_keys(data, key):
+    """The other top-level keys of ``data`` whose value shares a node with ``data[key]``'s (a YAML anchor and its aliases)."""
+    mine = _nodes(data.get(key), set())
+    return [other for other in data if other != key and mine & _nodes(data[other], set())]
+
+
+def anchor_of(value):
+    """The anchor name of a node, or None."""
+    return getattr(getattr(value, "anchor", None), "value", None)

@@ -18,6 +18,16 @@ description:
     file keeps its format. YAML is edited round-trip, so comments, key order, quoting, indentation and every other key stay as
     they were; JSON keeps its key order, indentation and trailing newline. New keys go in sorted position when the keys of
     the mapping are already sorted (as kubeadm writes them), else at its end.
+  - >-
+    Every byte outside the edited keys is kept. Only the lines of the keys that change are written anew; every other line
+    stays as written (C(True) stays C(True), C(containerRuntimeEndpoint :) keeps its space, comments and indentation
+    stay), and so do the file's line endings (a CRLF file stays CRLF) and a UTF-8 byte order mark. After rendering, the
+    module compares every other line with the original; if the edit would change any of them, the task fails with one
+    sentence naming the line and writes nothing. A file mixing CRLF and LF line endings is read but not rewritten.
+  - >-
+    A key whose value is shared with another key through a YAML anchor and alias (C(evictionHard: &ev ...) and
+    C(evictionSoft: *ev)) is never changed - the edit would change the other key too. The task fails with one sentence
+    naming both keys and writes nothing; write the value out in full under each key first. Keys not shared are edited as usual.
   - A value that is semantically equal to the file's is not rewritten (V(2m) equals V(2m0s), V(100Mi) equals V(104857600),
     V(20%) equals V(20.0%), the string V("85") equals V(85)), so a second run reports no change.
   - >-
@@ -71,6 +81,9 @@ options:
         existing file of V(/var/lib/kubelet/config.yaml) (kubeadm), V(/etc/kubernetes/kubelet/kubelet-config.json) (EKS) and
         V(/etc/kubernetes/kubelet-config.yaml). When none exists the task fails, unless O(content) is given and a C(--config)
         flag names the file to create.
+      - It must be a regular file (or a symbolic link to one) of at most 4 MiB; a FIFO, a device, a directory or a bigger
+        file fails the task at once with one sentence naming it, before anything is read. Flag files that are not regular
+        files are skipped; a bigger one fails the task the same way.
     type: path
   settings:
     description:
@@ -133,10 +146,15 @@ options:
       - /lib/systemd/system/kubelet.service.d/*.conf
 notes:
   - The kubelet reads its configuration only when it starts; restart it (for example with a handler) after a change.
+  - Runs that may write hold an exclusive lock (C(flock) on the file's directory, no lock file is created) from reading
+    the file to replacing it, so two runs editing one file at the same moment both land, one after the other; a run
+    waits up to 60 seconds for the other. Just before the replace the file's bytes are compared with what the run read;
+    when another program changed them, the task fails with one sentence and writes nothing.
   - Secret values are never returned. Every value under a secret-bearing key - C(staticPodURLHeader) (all header values)
     and any key named like C(password), C(token), C(secret), C(auth), C(private_key) or C(client_key) (see RV(config)) - is
     replaced by V(VALUE_SPECIFIED_IN_NO_LOG_PARAMETER) in RV(config), RV(effective) and the diff, and removed from every
-    message. All return values are therefore safe to log; the module's own arguments are not redacted, so give
+    message. So is the user information of a URL anywhere in the file (C(https://user:password@host) is shown as
+    C(https://VALUE_SPECIFIED_IN_NO_LOG_PARAMETER@host)). All return values are therefore safe to log; the module's own arguments are not redacted, so give
     O(content) holding credentials with C(no_log) on the task.
   - When O(path) (or the file found) is a symbolic link, or a chain of them, the file at its end is read, backed up and
     replaced, keeping its owner and mode, and the links stay as they are (RV(resolved_path)). A link to nothing fails the

@@ -17,6 +17,12 @@ description:
   - Edits keep comments, layout, quoting and every other key of the file; only keys whose value differs are written
     (paths are compared after normalisation), so a second run reports no change. Missing tables are created after the
     last table of their parent.
+  - >-
+    Every byte outside the edited keys is kept: only the lines of the keys that change (and the header of a table that
+    has to be added) are written anew; every other line stays as written, with its indentation, and so do the file's
+    line endings (a CRLF file stays CRLF) and a UTF-8 byte order mark. After rendering, the module compares every other
+    line with the original; if the edit would change any of them, the task fails with one sentence naming the line and
+    writes nothing. A file mixing CRLF and LF line endings is read but not rewritten.
   - "containerd: C(/etc/containerd/config.toml) in config version 2 (containerd 1.x, C(version = 2)) or 3 (containerd 2.x,
     C(version = 3)). A file without C(version) is version 1: it is read, but not written. An empty or new file that
     gets settings starts with C(version = 2) unless O(content) says otherwise."
@@ -129,6 +135,13 @@ requirements:
   - tomlkit >= 0.11 (python3-tomlkit on Debian 12) on the managed node.
 notes:
   - Files are replaced atomically. For CRI-O, C(crio.conf) is written before C(storage.conf).
+  - Every file read (O(path), O(storage_path), drop-ins, containerd imports) must be a regular file (or a symbolic link to
+    one) of at most 4 MiB; a FIFO, a device, a directory or a bigger file fails the task at once with one sentence naming
+    it, before anything is read.
+  - Runs that may write hold an exclusive lock (C(flock) on the directory of each file they may write, no lock file is
+    created) from reading the files to replacing them, so two runs editing one file at the same moment both land, one
+    after the other; a run waits up to 60 seconds for the other. Just before each replace the file's bytes are compared
+    with what the run read; when another program changed them, the task fails with one sentence and that file is not written.
   - "containerd: when an import overrides a setting of O(settings) with another value, the task fails with one sentence
     naming the import and the key and writes nothing, not even the main file (editing the winning import instead would
     change a file another tool owns). An import overriding a value the main file sets is an C(import_overrides) warning.
@@ -143,7 +156,9 @@ notes:
   - Secret values are never returned. Every value under a secret-bearing key - containerd's registry C(auth) tables
     (C(username), C(password), C(auth), C(identitytoken)), C(auths), C(headers)/C(header), and any key named like
     C(password), C(token), C(secret), C(auth), C(private_key) or C(client_key) - is replaced by
-    V(VALUE_SPECIFIED_IN_NO_LOG_PARAMETER) in RV(diff) and removed from every message. Paths such as cri-o's
+    V(VALUE_SPECIFIED_IN_NO_LOG_PARAMETER) in RV(diff) and removed from every message. So is the user information of a URL
+    anywhere in a file (a registry mirror C(endpoint = ["https://user:password@mirror"]) is shown as
+    C(https://VALUE_SPECIFIED_IN_NO_LOG_PARAMETER@mirror)). Paths such as cri-o's
     C(global_auth_file) are not secrets. All return values are therefore safe to log; the module's own arguments are not
     redacted, so give O(content) or O(storage_content) holding credentials with C(no_log) on the task.
   - When O(path) or O(storage_path) (or their defaults) is a symbolic link, or a chain of them, the file at its end is read,

@@ -7,15 +7,17 @@ The main cases run under both interpreters, so both Debian's python3-ruamel.yaml
 from PyPI edit the files. Every failure must leave every file byte for byte (and mtime) as it was.
 """
 
+import concurrent.futures
 import glob
 import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
-from tests.integration.conftest import read_only_tmpfs
+from tests.integration.conftest import Ansible, read_only_tmpfs
 
 MODULE = "kubenode.gc.kubelet_config"
 
@@ -378,3 +380,100 @@ def test_dangling_symlink_fails_and_changes_nothing(ansible, node):
     assert res["msg"] == "%s is a symbolic link to %s, which does not exist; not creating a file at the end of a link." % (
         link, node / "missing" / "config.yaml")
     assert snapshot(node) == before and os.path.islink(link) and not os.path.exists(node / "missing")
+
+
+# -- issue 21 items 2, 3, 4, 7 and issue 23's byte guard: what an edit keeps, what is never read --------------------------
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "kubespray")
+KUBESPRAY_SETTINGS = {"imageGCHighThresholdPercent": 90, "imageGCLowThresholdPercent": 70, "evictionHard": {"memory.available": "200Mi"}}
+
+
+def kubespray_config():
+    with open(os.path.join(FIXTURES, "kubelet-config.yaml"), "rb") as f:
+        return f.read()
+
+
+def test_kubespray_config_keeps_every_other_byte(ansible, node, interpreter):
+    raw = kubespray_config()
+    config = node / "kubelet-config.yaml"
+    config.write_bytes(raw)
+    res = run(ansible, node, interpreter, path=str(config), settings=KUBESPRAY_SETTINGS)
+    assert not res.get("failed"), res.get("msg")
+    assert res["changed"] is True
+    expected = (raw.replace(b"imageGCHighThresholdPercent: 85", b"imageGCHighThresholdPercent: 90")
+                .replace(b"imageGCLowThresholdPercent: 80", b"imageGCLowThresholdPercent: 70") + b"evictionHard:\n  memory.available: 200Mi\n")
+    assert config.read_bytes() == expected  # "True", "False" and "containerRuntimeEndpoint :" as kubespray writes them
+    before = snapshot(node)
+    again = run(ansible, node, interpreter, path=str(config), settings=KUBESPRAY_SETTINGS)
+    assert again["changed"] is False and snapshot(node) == before
+
+
+def test_crlf_and_bom_are_kept(ansible, node, interpreter):
+    raw = b"\xef\xbb\xbf" + CONFIG.replace("\n", "\r\n").encode()
+    config = node / "config.yaml"
+    config.write_bytes(raw)
+    res = run(ansible, node, interpreter, path=str(config), settings={"imageGCHighThresholdPercent": 90, "containerLogMaxFiles": 3})
+    assert not res.get("failed"), res.get("msg")
+    assert config.read_bytes() == raw.replace(b"Percent: 85  #", b"Percent: 90  #").replace(
+        b"- 10.96.0.10\r\n", b"- 10.96.0.10\r\ncontainerLogMaxFiles: 3\r\n")
+    again = run(ansible, node, interpreter, path=str(config), settings={"imageGCHighThresholdPercent": 90, "containerLogMaxFiles": 3})
+    assert again["changed"] is False
+
+
+def test_an_aliased_key_is_refused_and_nothing_changes(ansible, node):
+    config = node / "config.yaml"
+    config.write_text(CONFIG.replace("evictionHard:\n", "evictionHard: &ev\n") + "evictionSoft: *ev\n")
+    before = snapshot(node)
+    res = run(ansible, node, path=str(config), settings={"evictionHard": {"memory.available": "300Mi"}})
+    assert res["failed"] is True and one_sentence(res["msg"]), res.get("msg")
+    assert res["msg"].startswith("Not changing evictionHard in %s: its value is shared with evictionSoft through a YAML anchor and alias (&ev)" % config)
+    assert snapshot(node) == before
+
+
+def test_concurrent_runs_on_one_file_both_land(ansible, node, collections_path, tmp_path):
+    config = node / "config.yaml"
+    runners = [Ansible(collections_path, tmp_path / ("runner-%d" % n)) for n in range(2)]
+    for runner in runners:
+        os.makedirs(runner.workdir)
+    for trial in range(4):
+        config.write_text(CONFIG)
+        wanted = [{"imageGCHighThresholdPercent": 90 - trial}, {"containerLogMaxFiles": 3 + trial}]
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(lambda pair: run(pair[0], node, path=str(config), settings=pair[1]), zip(runners, wanted)))
+        assert [r.get("failed", False) for r in results] == [False, False], [r.get("msg") for r in results]
+        assert [r["changed"] for r in results] == [True, True]
+        text = config.read_text()
+        assert "imageGCHighThresholdPercent: %d  # image GC starts here" % (90 - trial) in text and "containerLogMaxFiles: %d\n" % (3 + trial) in text
+
+
+def _timed(ansible, node, **args):
+    start = time.monotonic()
+    res = run(ansible, node, **args)
+    return res, time.monotonic() - start
+
+
+def test_fifo_char_device_and_big_file_fail_at_once(ansible, node):
+    fifo = node / "fifo.yaml"
+    os.mkfifo(fifo)
+    zero = node / "zero.yaml"
+    zero.symlink_to("/dev/zero")
+    big = node / "big.yaml"
+    with open(big, "wb") as f:
+        f.truncate(50 * 1024 * 1024)
+    for path, what in ((fifo, "a FIFO"), (zero, "a character device")):
+        res, took = _timed(ansible, node, path=str(path), settings={"imageGCHighThresholdPercent": 90})
+        assert res["failed"] is True and one_sentence(res["msg"]) and took < 60
+        assert res["msg"] == "%s is %s, not a regular file; config files must be regular files (or symbolic links to one)." % (path, what)
+    res, took = _timed(ansible, node, path=str(big))
+    assert res["failed"] is True and one_sentence(res["msg"]) and took < 60
+    assert res["msg"].startswith("%s is 52428800 bytes, more than the 4194304 bytes a config file may have" % big)
+
+
+def test_url_credentials_are_in_no_result(ansible, node, interpreter):
+    config = node / "config.yaml"
+    config.write_text(CONFIG + "staticPodURL: https://fetcher:st4tic-pass@pods.example.net/node-1\n")
+    res = run(ansible, node, interpreter, diff=True, path=str(config), settings={"imageGCHighThresholdPercent": 90})
+    assert not res.get("failed"), res.get("msg")
+    assert "st4tic-pass" not in json.dumps(res) and "fetcher:" not in json.dumps(res)
+    assert res["config"]["staticPodURL"] == "https://VALUE_SPECIFIED_IN_NO_LOG_PARAMETER@pods.example.net/node-1"
+    assert "st4tic-pass" in config.read_text()

@@ -7,6 +7,8 @@ import json
 import os
 import re
 import subprocess
+import sys
+import time
 import tomllib
 
 import pytest
@@ -671,3 +673,84 @@ def test_dangling_symlink_fails_and_changes_nothing(ansible, tmp_path):
     assert one_sentence_failure(res) == "%s is a symbolic link to %s, which does not exist; not creating a file at the end of a link." % (
         link, tmp_path / "gone" / "config.toml")
     assert not os.path.exists(tmp_path / "gone") and os.readlink(link) == str(tmp_path / "gone" / "config.toml")
+
+
+# -- issue 21 items 2, 3, 7 and issue 23's byte guard: every other byte kept, no URL password, no odd file read ------------
+
+KUBESPRAY = os.path.join(os.path.dirname(__file__), "..", "fixtures", "kubespray", "config.toml")
+MIRROR_PASSWORD = "mirr0r-pass-7e6d"
+
+
+def kubespray_toml():
+    """kubespray v2.26's rendered config.toml, its docker.io mirror endpoint holding credentials."""
+    with open(KUBESPRAY, "rb") as f:
+        return f.read().replace(b"https://mirror.example.net", b"https://puller:%s@mirror.example.net" % MIRROR_PASSWORD.encode())
+
+
+def playbook_output(ansible, args, diff=True):
+    """(registered result, ansible-playbook's stdout) of one runtime_config task run with --diff."""
+    out = os.path.join(str(ansible.workdir), "diff-result.json")
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"name": "Edit", MODULE: dict(args, query_runtime=False), "register": "result"},
+        {"ansible.builtin.copy": {"content": "{{ result | to_json }}", "dest": out, "mode": "0600"}, "diff": False}]}]
+    playbook = os.path.join(str(ansible.workdir), "diff-play.yml")
+    with open(playbook, "w", encoding="utf-8") as f:
+        json.dump(play, f)
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
+           "-e", "ansible_python_interpreter=" + sys.executable, playbook] + (["--diff"] if diff else [])
+    proc = subprocess.run(cmd, env=ansible.env(), capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with open(out, encoding="utf-8") as f:
+        return json.load(f), proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("name", CONTAINERD_BUILDS)
+def test_kubespray_config_keeps_every_other_byte_and_no_url_password_is_shown(ansible, tmp_path, name):
+    raw = kubespray_toml()
+    path = tmp_path / "config.toml"
+    path.write_bytes(raw)
+    binary, version = containerd_binary(name)
+    before = dumped(binary, str(path), version)
+    settings = {"root": "/data/containerd", "snapshotter": "native"}
+    res, output = playbook_output(ansible, {"runtime": "containerd", "path": str(path), "settings": settings})
+    assert res["changed"] is True
+    for text in (output, json.dumps(res)):
+        assert MIRROR_PASSWORD not in text and "puller:" not in text and "s3cr3t-pull-pass" not in text
+    assert '+root = "/data/containerd"' in output and '+      snapshotter = "native"' in output
+    assert 'endpoint = ["https://VALUE_SPECIFIED_IN_NO_LOG_PARAMETER@mirror.example.net"]' in res["diff"][0]["after"]
+    assert path.read_bytes() == raw.replace(b'root = "/var/lib/containerd"', b'root = "/data/containerd"').replace(
+        b'snapshotter = "overlayfs"', b'snapshotter = "native"')
+    assert dumped(binary, str(path), version) == dict(before, root="/data/containerd", snapshotter="native")
+    mtime = os.stat(path).st_mtime_ns
+    again, output = playbook_output(ansible, {"runtime": "containerd", "path": str(path), "settings": settings})
+    assert again["changed"] is False and os.stat(path).st_mtime_ns == mtime and MIRROR_PASSWORD not in output
+
+
+@pytest.mark.parametrize("name", CONTAINERD_BUILDS)
+def test_crlf_config_stays_crlf(ansible, tmp_path, name):
+    raw = kubespray_toml().replace(b"\n", b"\r\n")
+    path = tmp_path / "config.toml"
+    path.write_bytes(raw)
+    binary, version = containerd_binary(name)
+    res = ok(run(ansible, {"runtime": "containerd", "path": str(path), "settings": {"root": "/data/containerd"}}))
+    assert res["changed"] is True
+    assert path.read_bytes() == raw.replace(b'root = "/var/lib/containerd"', b'root = "/data/containerd"')
+    assert dumped(binary, str(path), version)["root"] == "/data/containerd"
+    assert ok(run(ansible, {"runtime": "containerd", "path": str(path), "settings": {"root": "/data/containerd"}}))["changed"] is False
+
+
+def test_fifo_and_char_device_fail_at_once(ansible, tmp_path):
+    fifo = tmp_path / "storage.conf"
+    os.mkfifo(fifo)
+    crio = write(tmp_path / "crio.conf", "[crio]\n")
+    zero = tmp_path / "config.toml"
+    zero.symlink_to("/dev/zero")
+    cases = [({"runtime": "crio", "path": crio, "storage_path": str(fifo), "dropin_dir": str(tmp_path / "none"), "settings": {"graphroot": "/data"}},
+              "%s is a FIFO" % fifo),
+             ({"runtime": "containerd", "path": str(zero), "settings": {"root": "/data"}}, "%s is a character device" % zero)]
+    for args, start in cases:
+        began = time.monotonic()
+        res = run(ansible, args)
+        assert time.monotonic() - began < 60
+        assert one_sentence_failure(res).startswith(start + ", not a regular file;")
+    assert os.readlink(zero) == "/dev/zero" and open(crio).read() == "[crio]\n"
