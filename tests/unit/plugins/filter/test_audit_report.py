@@ -317,8 +317,14 @@ def test_fail_on_never():
 
 def test_fail_on_drift():
     reason = ar.audit_fail_reason(build(), "drift")
-    assert reason == "The audit fails on drift: 1 node drifted from the desired policy (node-b)."
+    assert reason == "The audit fails on drift: 1 node could not be audited (node-e); 1 node drifted from the desired policy (node-b)."
     assert ar.audit_fail_reason(build([node("a", cri_info=cri_info(10))]), "drift") is None
+
+
+def test_fail_on_failed_the_default_fails_only_on_nodes_that_could_not_be_audited():
+    assert ar.audit_fail_reason(build(), "failed") == ("The audit fails: 1 node could not be audited (node-e) "
+                                                       "(kubenode_gc_audit_fail_on: never lets it pass).")
+    assert ar.audit_fail_reason(build([n for n in fleet() if n["host"] != "node-e"]), "failed") is None
 
 
 def test_fail_on_error():
@@ -345,11 +351,12 @@ def test_fail_on_levels():
     assert ar.audit_fail_reason(info_only, "warning") is None
     failed_only = build([node("a", error="unreachable")])
     assert ar.audit_fail_reason(failed_only, "error") == "The audit fails on error: 1 node could not be audited (a)."
-    assert ar.audit_fail_reason(failed_only, "drift") is None
+    assert ar.audit_fail_reason(failed_only, "drift") == "The audit fails on drift: 1 node could not be audited (a)."
+    assert ar.audit_fail_reason(failed_only, "never") is None
 
 
 def test_fail_on_bad_arguments():
-    with pytest.raises(AnsibleFilterError, match="fail_on to be one of never, drift, warning, error"):
+    with pytest.raises(AnsibleFilterError, match="fail_on to be one of never, failed, drift, warning, error"):
         ar.audit_fail_reason(build(), "sometimes")
     with pytest.raises(AnsibleFilterError, match="report dict"):
         ar.audit_fail_reason({"nodes": None}, "error")
