@@ -795,3 +795,24 @@ def test_a_failed_result_is_read_for_its_message_only():
     nodes[1]["image_gc_prune"] = {"failed": True, "msg": "boom", "removed": "not a list"}
     report = ar.audit_report(nodes, generated_at="2026-11-22T10:00:00Z")
     assert by_host(report)["node-a"]["status"] == "ok" and by_host(report)["node-a"]["parts_failed"] == {"image_gc_prune": "boom"}
+
+
+def test_a_failed_node_shows_its_reason_and_nothing_that_reads_as_measured():
+    report = build()
+    html = audit_render.audit_report_html(report)
+    detail = html[html.index('<details class="node" id="node-node-e"'):]
+    detail = detail[:detail.index("</details>")]
+    assert "Not audited: Failed to connect to the host via ssh" in detail
+    assert "threshold" not in detail and "Runtime:" not in detail and "Eviction signals" not in detail
+    md = audit_render.audit_report_markdown(report)
+    section = md[md.index("## node-e"):]
+    section = section[:section.index("\n## ")] if "\n## " in section else section
+    assert "**Not audited:** Failed to connect" in section and "threshold" not in section and "Health:" not in section
+
+
+def test_a_wide_info_finding_is_not_drawn_red():
+    nodes = [node(h, cri_info=cri_info(40), runtime_config=runtime_config([{"severity": "info", "code": "x", "message": "m"}]))
+             for h in ("a", "b")]
+    html = audit_render.audit_report_html(build(nodes))
+    assert '<span class="scope wide info">every node, 100%</span>' in html
+    assert ".scope.wide.info { color: var(--blue); }" in html and ".scope.wide {" not in html
