@@ -208,6 +208,11 @@ def _severity_counts(node):
     return counts
 
 
+def audited_count(nodes):
+    """The nodes a spread is measured against: those audited (a failed node has no findings or drift to count)."""
+    return sum(1 for n in nodes if n.get("status") != "failed")
+
+
 def _scope(count, total):
     if total and count == total:
         return "every node"
@@ -220,7 +225,7 @@ def _scope(count, total):
 
 def findings_by_code(nodes):
     """Findings grouped by (severity, source, code): the hosts each affects, worst and most widespread first."""
-    total = len(nodes)
+    total = audited_count(nodes)
     groups = {}
     for node in nodes:
         for f in node["findings"]:
@@ -247,7 +252,7 @@ def _value(value):
 
 def drift_by_key(nodes):
     """Drift grouped by (component, key), then by (desired, actual): how many nodes have each value."""
-    total = len(nodes)
+    total = audited_count(nodes)
     groups = {}
     for node in nodes:
         for d in node["drift"]:

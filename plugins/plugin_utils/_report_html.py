@@ -381,7 +381,7 @@ def _group_note(group):
 
 
 def _findings_panel(report, view):
-    total = len(report["nodes"])
+    total = fleet.audited_count(report["nodes"])
     if not view["findings"]:
         return '<section class="panel" id="findings"><h2>Findings by code</h2><p class="none">No findings on any node.</p></section>'
     rows = []
@@ -399,7 +399,7 @@ def _findings_panel(report, view):
 
 
 def _drift_panel(report, view):
-    total = len(report["nodes"])
+    total = fleet.audited_count(report["nodes"])
     if not view["drift"]:
         return '<section class="panel" id="drift"><h2>Drift by setting</h2><p class="none">No node differs from the desired policy.</p></section>'
     rows = []
