@@ -82,8 +82,37 @@ def cleanup_fail_reason(value, stopped=None):
     return "The cleanup did not succeed on every node: %s." % "; ".join(reasons)
 
 
+def cleanup_images_seen(images):
+    """What a provisional history record keeps of cri_info's images: id, tags and size of each."""
+    if not isinstance(images, (list, tuple)):
+        raise AnsibleFilterError("cleanup_images_seen expects cri_info's images list, got %s." % type(images).__name__)
+    return [{"id": i.get("id"), "repo_tags": list(i.get("repo_tags") or []), "size": i.get("size")} for i in images if isinstance(i, Mapping)]
+
+
+RECONSTRUCTED = ("reconstructed by the next run: the images this run's node had when it started that were gone when the next run "
+                 "started (removed by this run, or in between by another actor such as the kubelet's own image GC); its container "
+                 "removals are not known")
+
+
+def cleanup_interrupted(record, images, now=None):
+    """The history record of an interrupted run, completed: ``images`` are the ones of ``images_before`` that are no longer
+    among the node's ``images`` (cri_info's list now); ``in_progress`` false, so that it is completed once."""
+    if not isinstance(record, Mapping):
+        raise AnsibleFilterError("cleanup_interrupted expects a history record dict, got %s." % type(record).__name__)
+    if not isinstance(images, (list, tuple)):
+        raise AnsibleFilterError("cleanup_interrupted expects cri_info's images list, got %s." % type(images).__name__)
+    present = {i.get("id") for i in images if isinstance(i, Mapping)}
+    before = [i for i in record.get("images_before") or [] if isinstance(i, Mapping)]
+    out = {k: v for k, v in record.items() if k != "images_before"}
+    gone = [dict(i, reason="interrupted_run") for i in before if i.get("id") not in present]
+    out.update(status="interrupted", in_progress=False, images=gone, reconstructed_at=None if now is None else str(now),
+               bytes_freed_estimated=sum(i.get("size") or 0 for i in gone if isinstance(i.get("size"), int)), note=RECONSTRUCTED)
+    return out
+
+
 class FilterModule:
     """kubenode.gc cleanup outcome filters."""
 
     def filters(self):
-        return {"cleanup_wave_stop": cleanup_wave_stop, "cleanup_unrecorded": cleanup_unrecorded, "cleanup_fail_reason": cleanup_fail_reason}
+        return {"cleanup_wave_stop": cleanup_wave_stop, "cleanup_unrecorded": cleanup_unrecorded, "cleanup_fail_reason": cleanup_fail_reason,
+                "cleanup_images_seen": cleanup_images_seen, "cleanup_interrupted": cleanup_interrupted}

@@ -7,11 +7,13 @@ grpcio, one unreachable. The summary is printed, then the play fails; every reac
 import glob
 import json
 import os
+import signal
 import subprocess
 
 import pytest
 import yaml
 
+from devtools.faults import CrashAfter
 from devtools.images import ImageSpec
 from tests.integration.conftest import BIN
 
@@ -90,3 +92,55 @@ def test_the_waves_stop_after_a_failed_wave_and_the_summary_still_prints(ansible
     assert "UNREACHABLE" not in out     # node-gone was never contacted
     assert [r["status"] for r in records(tmp_path, "ok")] == ["cleaned"] and [r["status"] for r in records(tmp_path, "nogrpc")] == ["failed"]
     assert records(tmp_path, "gone") == []
+
+
+class _CtrlC:
+    """Stands in for the runtime in CrashAfter: its 'crash' is a Ctrl-C to the whole ansible-playbook process group."""
+
+    def __init__(self, runtime):
+        self.workdir, self.endpoint = runtime.workdir, runtime.endpoint
+        self.pgid = None
+
+    def crash(self):
+        os.killpg(self.pgid, signal.SIGINT)
+
+
+def test_an_interrupted_runs_removals_are_recorded_by_the_next_run(ansible, runtime, tmp_path):
+    """Ctrl-C after 2 image removals: the provisional history record stays; the next run records the images that went."""
+    runtime.import_images([ImageSpec("ctrlc-%d:1" % n, size=MIB, share_base=False) for n in range(6)])
+    before = {i.id for i in runtime.client.list_images()}
+    history_dir = tmp_path / "history"
+    node = {"ansible_connection": "local", "ansible_python_interpreter": os.path.join(BIN, "python"),
+            "kubenode_gc_pod_logs_dir": runtime.pod_logs, "kubenode_gc_container_logs_dir": str(tmp_path / "containers"),
+            "kubenode_gc_ledger_path": str(tmp_path / "ledger.json"), "kubenode_gc_cleanup_history_dir": str(history_dir),
+            "kubenode_gc_container_min_age": "0s", "kubenode_gc_cleanup_image_min_age": "0s", "kubenode_gc_cleanup_image_mode": "prune"}
+
+    def run(endpoint, **popen):
+        inventory = tmp_path / "inventory.yml"
+        inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gc-node": dict(node, kubenode_gc_cri_endpoint=endpoint)}}}))
+        cmd = [os.path.join(BIN, "ansible-playbook"), "kubenode.gc.cleanup", "-i", str(inventory)]
+        return subprocess.Popen(cmd, cwd=str(tmp_path), env=ansible.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+
+    ctrl_c = _CtrlC(runtime)
+    with CrashAfter(ctrl_c, 2, methods=("RemoveImage",)) as proxy:
+        proc = run(proxy.endpoint, start_new_session=True)
+        ctrl_c.pgid = proc.pid
+        out, _ = proc.communicate(timeout=600)
+    assert proc.returncode != 0 and proxy.crashed, out[-4000:]
+    gone = before - {i.id for i in runtime.client.list_images()}
+    assert len(gone) >= 2, out[-4000:]
+    (left,) = [json.loads(p.read_text()) for p in history_dir.iterdir()]
+    assert left["status"] == "interrupted" and left["in_progress"] is True and {i["id"] for i in left["images_before"]} == before
+
+    proc = run(runtime.endpoint)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-4000:]
+    records = sorted((json.loads(p.read_text()) for p in history_dir.iterdir()), key=lambda r: r["status"])
+    assert [r["status"] for r in records] == ["cleaned", "interrupted"]
+    interrupted = records[1]
+    assert interrupted["in_progress"] is False and "images_before" not in interrupted and interrupted["reconstructed_at"].endswith("Z"), out
+    assert {i["id"] for i in interrupted["images"]} == gone   # exactly what the interrupted run removed
+    assert {i["reason"] for i in interrupted["images"]} == {"interrupted_run"}
+    assert interrupted["note"].startswith("reconstructed by the next run")
+    # the next run did not count them again
+    assert not {i["id"] for i in records[0]["images"]} & gone

@@ -49,3 +49,19 @@ def test_fail_reason_names_failed_and_unreachable_nodes_and_the_stop():
         "no further wave ran.")
     with pytest.raises(AnsibleFilterError, match="list of \\[record, host\\] pairs"):
         cleanup_fail_reason("nope")
+
+
+def test_an_interrupted_runs_record_is_completed_from_the_images_gone_since():
+    from ansible_collections.kubenode.gc.plugins.filter.cleanup_outcome import cleanup_images_seen, cleanup_interrupted
+    seen = cleanup_images_seen([{"id": "sha256:a", "repo_tags": ["x:1"], "size": 5, "pinned": False}, {"id": "sha256:b", "repo_tags": [], "size": 7},
+                                {"id": "sha256:c", "repo_tags": ["keep:1"], "size": 11}, "junk"])
+    assert seen == [{"id": "sha256:a", "repo_tags": ["x:1"], "size": 5}, {"id": "sha256:b", "repo_tags": [], "size": 7},
+                    {"id": "sha256:c", "repo_tags": ["keep:1"], "size": 11}]
+    provisional = {"host": "n", "status": "interrupted", "in_progress": True, "started_at": "T0", "images_before": seen}
+    done = cleanup_interrupted(provisional, [{"id": "sha256:c"}, {"id": "sha256:new"}], "T1")
+    assert done["in_progress"] is False and done["status"] == "interrupted" and "images_before" not in done
+    assert [i["id"] for i in done["images"]] == ["sha256:a", "sha256:b"] and {i["reason"] for i in done["images"]} == {"interrupted_run"}
+    assert done["bytes_freed_estimated"] == 12 and done["reconstructed_at"] == "T1" and done["started_at"] == "T0"
+    assert done["note"].startswith("reconstructed by the next run")
+    with pytest.raises(AnsibleFilterError, match="history record dict"):
+        cleanup_interrupted("x", [])
