@@ -125,7 +125,7 @@ def test_an_interrupted_runs_removals_are_recorded_by_the_next_run(ansible, runt
     with CrashAfter(ctrl_c, 2, methods=("RemoveImage",)) as proxy:
         proc = run(proxy.endpoint, start_new_session=True)
         ctrl_c.pgid = proc.pid
-        out, _ = proc.communicate(timeout=600)
+        out = proc.communicate(timeout=600)[0]
     assert proc.returncode != 0 and proxy.crashed, out[-4000:]
     gone = before - {i.id for i in runtime.client.list_images()}
     assert len(gone) >= 2, out[-4000:]
@@ -133,7 +133,7 @@ def test_an_interrupted_runs_removals_are_recorded_by_the_next_run(ansible, runt
     assert left["status"] == "interrupted" and left["in_progress"] is True and {i["id"] for i in left["images_before"]} == before
 
     proc = run(runtime.endpoint)
-    out, _ = proc.communicate(timeout=600)
+    out = proc.communicate(timeout=600)[0]
     assert proc.returncode == 0, out[-4000:]
     records = sorted((json.loads(p.read_text()) for p in history_dir.iterdir()), key=lambda r: r["status"])
     assert [r["status"] for r in records] == ["cleaned", "interrupted"]
