@@ -17,6 +17,7 @@ APT_PACKAGES=(
   git tar util-linux
   shellcheck                       # ansible-test sanity lints the shell scripts with it
   chromium fonts-dejavu-core       # headless browser tests: the audit report (tests/report), the docs site (release checks)
+  prometheus                       # promtool check metrics: the audit's node_exporter textfile (tests/integration/test_audit_metrics.py)
 )
 
 if [ "$(id -u)" -ne 0 ]; then

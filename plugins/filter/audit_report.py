@@ -19,12 +19,12 @@ from ansible_collections.kubenode.gc.plugins.module_utils._findings import SEVER
 from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import runtime_kind as pin_kind
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_GC_HIGH_THRESHOLD_PERCENT as DEFAULT_HIGH
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_GC_LOW_THRESHOLD_PERCENT as DEFAULT_LOW
-from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int, sorted_drift as _drift
+from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int, check_record, sorted_drift as _drift
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 from ansible_collections.kubenode.gc.plugins.plugin_utils._report_fleet import enrich
 
 SCHEMA_VERSION = 2
-FAIL_ON = ("never", "drift", "warning", "error")
+FAIL_ON = ("never", "failed", "drift", "warning", "error")
 # Parts of a node dict, in the order they are checked, and where their findings come from.
 PARTS = ("cri_info", "kubelet_config", "runtime_config", "image_gc_policy", "image_gc_prune", "container_gc", "image_pin")
 FINDING_PARTS = ("kubelet_config", "runtime_config")
@@ -264,6 +264,8 @@ def audit_report(nodes, generated_at=None, policy=None, top_images=50, eviction_
     for index, node in enumerate(nodes):
         if not isinstance(node, Mapping) or not node.get("host"):
             raise AnsibleFilterError("audit_report expects every node to be a dict with a host, but item %d is not." % index)
+    # the one validation (plugin_utils/_fleet.py): a node whose record has the wrong shape is a failed node, "malformed result"
+    nodes = [check_record(node, node["host"]) for node in nodes]
     out = sorted((_node(node) for node in nodes), key=lambda n: n["host"])
     counts = {severity: sum(1 for n in out for f in n["findings"] if f["severity"] == severity) for severity in SEVERITIES}
     summary = dict(
@@ -298,7 +300,8 @@ def _plural(count, word):
 
 
 def audit_fail_reason(report, fail_on="error"):
-    """Return None, or one sentence saying why the audit fails under O(fail_on) (never, drift, warning or error)."""
+    """Return None, or one sentence saying why the audit fails under O(fail_on) (never, failed, drift, warning or error):
+    every value but never fails on a node that could not be audited."""
     if fail_on not in FAIL_ON:
         raise AnsibleFilterError("audit_fail_reason expects fail_on to be one of %s, got %r." % (", ".join(FAIL_ON), fail_on))
     if not isinstance(report, Mapping) or not isinstance(report.get("nodes"), list):
@@ -306,23 +309,25 @@ def audit_fail_reason(report, fail_on="error"):
     nodes = report["nodes"]
     if fail_on == "never":
         return None
-    if fail_on == "drift":
-        drifted = [n["host"] for n in nodes if n.get("drift")]
-        if not drifted:
-            return None
-        return "The audit fails on drift: %s drifted from the desired policy (%s)." % (_plural(len(drifted), "node"), ", ".join(drifted))
-    levels = gate_levels(fail_on)
     failed = [n["host"] for n in nodes if n.get("status") == "failed"]
-    flagged = [n["host"] for n in nodes if any(f.get("severity") in levels for f in n.get("findings") or [])]
-    counts = {s: sum(1 for n in nodes for f in n.get("findings") or [] if f.get("severity") == s) for s in levels}
-    if not failed and not flagged:
-        return None
     reasons = []
     if failed:
         reasons.append("%s could not be audited (%s)" % (_plural(len(failed), "node"), ", ".join(failed)))
-    if flagged:
-        found = " and ".join(_plural(counts[s], s) for s in levels if counts[s])
-        reasons.append("%s on %s (%s)" % (found, _plural(len(flagged), "node"), ", ".join(flagged)))
+    if fail_on == "drift":
+        drifted = [n["host"] for n in nodes if n.get("drift")]
+        if drifted:
+            reasons.append("%s drifted from the desired policy (%s)" % (_plural(len(drifted), "node"), ", ".join(drifted)))
+    elif fail_on in ("warning", "error"):
+        levels = gate_levels(fail_on)
+        flagged = [n["host"] for n in nodes if any(f.get("severity") in levels for f in n.get("findings") or [])]
+        counts = {s: sum(1 for n in nodes for f in n.get("findings") or [] if f.get("severity") == s) for s in levels}
+        if flagged:
+            found = " and ".join(_plural(counts[s], s) for s in levels if counts[s])
+            reasons.append("%s on %s (%s)" % (found, _plural(len(flagged), "node"), ", ".join(flagged)))
+    if not reasons:
+        return None
+    if fail_on == "failed":
+        return "The audit fails: %s (kubenode_gc_audit_fail_on: never lets it pass)." % reasons[0]
     return "The audit fails on %s: %s." % (fail_on, "; ".join(reasons))
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int, drift_from_results
+from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int, check_record, drift_from_results, prometheus_label
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import apply_result, new_row, render_table
 
 
-def _pairs(value, name):
+def _pairs(value, name, keep=False):
     if not isinstance(value, (list, tuple)):
         raise AnsibleFilterError("%s expects a list of [record, host] pairs, got %s." % (name, type(value).__name__))
     out = []
@@ -21,18 +21,19 @@ def _pairs(value, name):
         if not isinstance(item, (list, tuple)) or len(item) != 2:
             raise AnsibleFilterError("%s expects [record, host] pairs, got %r." % (name, item))
         record, host = item
-        out.append((record if isinstance(record, dict) else None, str(host)))
+        out.append((record if keep or isinstance(record, dict) else None, str(host)))
     return out
 
 
 def audit_nodes(value):
     """[node record or None, host] pairs -> node records with their drift; a host without a record gets one with its error."""
     nodes = []
-    for record, host in _pairs(value, "audit_nodes"):
+    for record, host in _pairs(value, "audit_nodes", keep=True):
         if record is None:
             record = {"host": host, "error": "The audit stopped on this host before it could read the node."}
         else:
-            record = dict(record)
+            # the one validation (plugin_utils/_fleet.py): a record of the wrong shape becomes a failed node
+            record = dict(check_record(record, host))
             record.setdefault("drift", drift_from_results(record))
         nodes.append(record)
     return nodes
@@ -111,4 +112,4 @@ def cleanup_summary(value):
 
 class FilterModule:
     def filters(self):
-        return {"audit_nodes": audit_nodes, "cleanup_record": cleanup_record, "cleanup_summary": cleanup_summary}
+        return {"audit_nodes": audit_nodes, "prometheus_label": prometheus_label, "cleanup_record": cleanup_record, "cleanup_summary": cleanup_summary}

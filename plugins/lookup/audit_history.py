@@ -48,6 +48,9 @@ _list:
     nodes:
       description: Nodes in the report.
       type: int
+    audited:
+      description: Nodes audited (not failed); a report with none is left out of the trends.
+      type: int
     usage_mean:
       description: Mean image filesystem usage percent of the audited nodes (one decimal), V(null) when none.
       type: float
@@ -64,7 +67,10 @@ _list:
       description: C(summary.nodes_over_high_threshold).
       type: int
     usage:
-      description: Usage percent per host.
+      description: Usage percent per audited host (a failed node is left out, never 0).
+      type: dict
+    reclaimable:
+      description: Bytes reclaimable under the node's policy per audited host; "since last" compares the hosts audited both times.
       type: dict
 """
 

@@ -89,6 +89,10 @@ def normalize_endpoint(endpoint):
     return "unix://" + endpoint_to_path(endpoint)
 
 
+# a socket this user may not use: the usual cause is a play without become (the runtime's sockets are root's)
+PERMISSION_DENIED = "permission denied on socket %s (run as root: become: true)"
+
+
 def probe_socket(path):
     """Connect to a unix socket once; return None when it answers, else a short reason."""
     try:
@@ -96,7 +100,7 @@ def probe_socket(path):
     except FileNotFoundError:
         return "socket %s does not exist" % path
     except PermissionError:
-        return "permission denied on socket %s (run as root or become)" % path
+        return PERMISSION_DENIED % path
     except OSError as exc:
         return "cannot read socket %s: %s" % (path, exc.strerror or exc)
     if not stat.S_ISSOCK(mode):
@@ -107,7 +111,7 @@ def probe_socket(path):
         sock.connect(path)
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EPERM):
-            return "permission denied on socket %s (run as root or become)" % path
+            return PERMISSION_DENIED % path
         if exc.errno == errno.ECONNREFUSED:
             return "nothing is listening on socket %s" % path
         return "cannot connect to socket %s: %s" % (path, exc.strerror or exc)
@@ -152,9 +156,19 @@ def resolve_endpoint(option=None, crictl_config=CRICTL_CONFIG, defaults=DEFAULT_
     configured = read_crictl_endpoint(crictl_config)
     if configured:
         return normalize_endpoint(configured), "crictl"
+    denied = []
     for candidate in defaults:
-        if probe_socket(endpoint_to_path(candidate)) is None:
+        problem = probe_socket(endpoint_to_path(candidate))
+        if problem is None:
             return candidate, "default"
+        if problem.startswith("permission denied"):
+            denied.append(candidate)
+    if denied:
+        # the socket is there, this user may not use it: say so, not "no endpoint"
+        raise CriError(
+            "Permission denied on the CRI socket %s: cri_endpoint is unset and this user may not connect to it; run as root "
+            "(become: true)." % " and ".join(denied)
+        )
     raise CriError(
         "No CRI endpoint found: cri_endpoint and CONTAINER_RUNTIME_ENDPOINT are unset, %s names no runtime-endpoint, "
         "and none of %s answers." % (crictl_config, ", ".join(defaults))

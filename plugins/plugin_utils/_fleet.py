@@ -10,10 +10,14 @@
 * ``as_int``: a number from a registered result (Jinja may have made it a string); None when it is none.
 * ``drift_from_results``: the drift of a node, from its check-mode config module results.
 * ``sorted_drift``: a drift list with exactly the report's keys, in a stable order.
+* ``prometheus_label``: a label value escaped as the Prometheus text exposition format requires.
+* ``check_record``: the one validation every audit record goes through before the report reads it: a record whose
+  shape is not what the audit playbook registers becomes a failed node with the reason "malformed result".
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 DRIFT_KEYS = ("component", "key", "desired", "actual")
@@ -27,8 +31,14 @@ def as_int(value):
         return None
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
+
+
+def prometheus_label(value):
+    """A label value for the Prometheus text format: backslash, double quote and line feed escaped (None is empty)."""
+    text = "" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def drift_from_results(record):
@@ -50,3 +60,122 @@ def sorted_drift(items):
         return []
     out = [{key: item.get(key) for key in DRIFT_KEYS} for item in items if isinstance(item, Mapping)]
     return sorted(out, key=lambda d: (str(d["component"]), str(d["key"]), str(d["desired"]), str(d["actual"])))
+
+
+# ------------------------------------------------------------------------------------------- record validation
+# The shape of an audit record (playbooks/audit.yml, "Collect this node's audit"), limited to what the report reads.
+# A spec is a kind name, a dict (a mapping: its listed keys checked, others ignored) or a one-item list (a list of it).
+# Kinds: "any" (not read as a structure), "scalar" (str, number, bool or null), "number" (a finite number or a string
+# of one, at most MAX_NUMBER in magnitude, or null). A null is accepted for every key (it means "not there").
+MAX_NUMBER = 2 ** 63
+MALFORMED = "malformed result"
+_FINDINGS = [{"severity": "scalar", "code": "scalar", "message": "scalar"}]
+_ERRORS = [{"msg": "scalar", "id": "scalar"}]
+_REMOVED = [{"id": "scalar", "size": "number"}]
+_CHANGES = [{"key": "scalar"}]
+_RESULT = {"msg": "any", "skip_reason": "any"}
+RESULT_SPECS = {
+    "cri_info": {
+        "runtime": {"name": "scalar", "version": "scalar", "endpoint": "scalar", "sandbox_image": "scalar"},
+        "imagefs": [{"kind": "scalar", "mountpoint": "scalar", "capacity_bytes": "number", "used_bytes": "number",
+                     "available_bytes": "number", "usage_percent": "number", "inodes_total": "number", "inodes_free": "number"}],
+        "images": [{"id": "scalar", "repo_tags": ["scalar"], "repo_digests": ["scalar"], "size": "number", "in_use": "scalar",
+                    "pinned": "scalar", "sandbox_image": "scalar"}],
+        "containers": ["any"],
+    },
+    "kubelet_config": {
+        "effective": {"imageGCHighThresholdPercent": "number", "imageGCLowThresholdPercent": "number", "evictionHard": {}},
+        "findings": _FINDINGS, "feature_gates": {}, "root_dir": "scalar", "changes": _CHANGES,
+    },
+    "runtime_config": {"findings": _FINDINGS, "runtime": "scalar", "changes": _CHANGES},
+    "image_gc_policy": {"removed": _REMOVED, "errors": _ERRORS, "usage_before": "number", "bytes_to_free": "number",
+                        "inodes_to_free": "number", "bytes_freed_estimated": "number", "insufficient": "scalar",
+                        "inodes_usage_before": "number"},
+    "image_gc_prune": {"removed": _REMOVED, "errors": _ERRORS},
+    "container_gc": {"removed_containers": ["any"], "removed_sandboxes": ["any"], "errors": _ERRORS},
+    "image_pin": {"supported": "scalar", "pinned": [{"id": "scalar", "repo_tags": ["scalar"]}]},
+    "credential_records": {"files": ["any"]},
+}
+RESULT_SPECS["kubelet_config_drift"] = {"changes": _CHANGES, "runtime": "scalar"}
+RESULT_SPECS["runtime_config_drift"] = RESULT_SPECS["kubelet_config_drift"]
+RECORD_SPEC = {
+    "host": "scalar", "error": "any", "keep_images": ["any"], "metrics_file": "scalar", "nodefs": "scalar",
+    "inodes_thresholds": {"high_percent": "number", "low_percent": "number"},
+    "drift": [{"component": "scalar", "key": "scalar", "desired": "any", "actual": "any"}],
+}
+_SCALARS = (str, int, float, bool)
+
+
+def _number_problem(value):
+    if isinstance(value, bool):
+        return "is a boolean, not a number"
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return "is the text %r, not a number" % value[:40]
+    if not isinstance(value, (int, float)):
+        return "is a %s, not a number" % type(value).__name__
+    if isinstance(value, float) and not math.isfinite(value) or abs(value) > MAX_NUMBER:
+        return "is %s, not a plausible number" % ("out of range" if isinstance(value, int) else value)
+    return None
+
+
+def _problem(value, spec, where):
+    """None when ``value`` has the shape ``spec`` describes, else one phrase naming where it does not."""
+    if value is None or spec == "any":
+        return None
+    if spec == "scalar":
+        if not isinstance(value, _SCALARS):
+            return "%s is a %s, not a single value" % (where, type(value).__name__)
+        if isinstance(value, float) and not math.isfinite(value):
+            return "%s is %s" % (where, value)
+        return None
+    if spec == "number":
+        problem = _number_problem(value)
+        return None if problem is None else "%s %s" % (where, problem)
+    if isinstance(spec, list):
+        if not isinstance(value, (list, tuple)):
+            return "%s is a %s, not a list" % (where, type(value).__name__)
+        for index, item in enumerate(value):
+            problem = _problem(item, spec[0], "%s[%d]" % (where, index))
+            if problem is not None:
+                return problem
+        return None
+    if not isinstance(value, Mapping):
+        return "%s is a %s, not a dict" % (where, type(value).__name__)
+    for key, sub in spec.items():
+        problem = _problem(value.get(key), sub, "%s.%s" % (where, key))
+        if problem is not None:
+            return problem
+    return None
+
+
+def record_problem(record):
+    """None when an audit record has the shape the report reads, else one phrase saying where it does not."""
+    if not isinstance(record, Mapping):
+        return "the record is a %s, not a dict" % type(record).__name__
+    problem = _problem(record, RECORD_SPEC, "record")
+    if problem is not None:
+        return problem
+    for part, spec in RESULT_SPECS.items():
+        value = record.get(part)
+        if value is None:
+            continue
+        if not isinstance(value, Mapping):
+            return "%s is a %s, not a registered task result" % (part, type(value).__name__)
+        problem = _problem(value, _RESULT, part)
+        if problem is None and not (value.get("failed") or value.get("skipped") or value.get("unreachable")):
+            # a failed or skipped result is read for its message only
+            problem = _problem(value, spec, part)
+        if problem is not None:
+            return problem
+    return None
+
+
+def check_record(record, host):
+    """The record when its shape is right, else a failed node's record whose error starts with "malformed result"."""
+    problem = record_problem(record)
+    if problem is None:
+        return record
+    return {"host": str(host), "error": "%s: %s." % (MALFORMED, problem)}

@@ -208,6 +208,11 @@ def _severity_counts(node):
     return counts
 
 
+def audited_count(nodes):
+    """The nodes a spread is measured against: those audited (a failed node has no findings or drift to count)."""
+    return sum(1 for n in nodes if n.get("status") != "failed")
+
+
 def _scope(count, total):
     if total and count == total:
         return "every node"
@@ -220,7 +225,7 @@ def _scope(count, total):
 
 def findings_by_code(nodes):
     """Findings grouped by (severity, source, code): the hosts each affects, worst and most widespread first."""
-    total = len(nodes)
+    total = audited_count(nodes)
     groups = {}
     for node in nodes:
         for f in node["findings"]:
@@ -247,7 +252,7 @@ def _value(value):
 
 def drift_by_key(nodes):
     """Drift grouped by (component, key), then by (desired, actual): how many nodes have each value."""
-    total = len(nodes)
+    total = audited_count(nodes)
     groups = {}
     for node in nodes:
         for d in node["drift"]:
@@ -265,35 +270,66 @@ def drift_by_key(nodes):
 
 
 def history_point(report):
-    """What the trend charts keep of a report: its time, fleet figures and each node's usage."""
+    """What the trend charts keep of a report: its time, fleet figures and each audited node's usage and reclaimable bytes.
+
+    A failed node is left out (it was not measured, so it is not 0 bytes); a report where no node was audited has
+    ``audited`` 0 and no fleet figures, and ``trend()`` leaves it out."""
     if not isinstance(report, Mapping) or not isinstance(report.get("nodes"), list):
         return None
-    usages = {}
+    usages, reclaimable, audited = {}, {}, 0
     for node in report["nodes"]:
-        if isinstance(node, Mapping) and node.get("status") != "failed":
+        if isinstance(node, Mapping) and node.get("status") != "failed" and node.get("host") is not None:
+            audited += 1
             usage = _int((node.get("imagefs") or {}).get("usage_percent"))
-            if usage is not None and node.get("host") is not None:
+            if usage is not None:
                 usages[str(node["host"])] = usage
+            images = node.get("images") if isinstance(node.get("images"), Mapping) else {}
+            policy = images.get("reclaimable_policy") if isinstance(images.get("reclaimable_policy"), Mapping) else {}
+            if _int(policy.get("bytes")) is not None:
+                reclaimable[str(node["host"])] = _int(policy.get("bytes"))
     summary = report.get("summary") if isinstance(report.get("summary"), Mapping) else {}
     return dict(
         generated_at=None if report.get("generated_at") is None else str(report["generated_at"]),
         nodes=len(report["nodes"]),
+        audited=audited,
         usage_mean=round(sum(usages.values()) / len(usages), 1) if usages else None,
         usage_max=max(usages.values()) if usages else None,
-        reclaimable_policy=_int(summary.get("reclaimable_bytes_policy")),
-        reclaimable_prune=_int(summary.get("reclaimable_bytes_prune")),
-        over_high=_int(summary.get("nodes_over_high_threshold")),
+        reclaimable_policy=_int(summary.get("reclaimable_bytes_policy")) if audited else None,
+        reclaimable_prune=_int(summary.get("reclaimable_bytes_prune")) if audited else None,
+        over_high=_int(summary.get("nodes_over_high_threshold")) if audited else None,
         usage=usages,
+        reclaimable=reclaimable,
     )
 
 
 def trend(history, report):
-    """The points to chart, oldest first: ``history`` (history_point dicts, any order) then this report."""
-    points = [p for p in (history or []) if isinstance(p, Mapping) and p.get("generated_at")]
+    """The points to chart, oldest first: ``history`` (history_point dicts, any order) then this report; earlier audits
+    where no node could be audited are left out."""
+    points = [p for p in (history or []) if isinstance(p, Mapping) and p.get("generated_at") and p.get("audited", 1)]
     current = history_point(report)
     points = [p for p in points if p["generated_at"] != current["generated_at"]]
     points.sort(key=lambda p: p["generated_at"])
     return points + [current]
+
+
+def since_last(points):
+    """The change since the previous audit over the nodes audited in both (a failed audit is neither 0 nor a change):
+    dict(usage_mean=(now, before) or None, reclaimable_policy=(now, before) or None, since=its time), or None."""
+    if len(points) < 2:
+        return None
+    before, now = points[-2], points[-1]
+    out = dict(since=before["generated_at"], usage_mean=None, reclaimable_policy=None)
+    common = sorted(set(before.get("usage") or {}) & set(now.get("usage") or {}))
+    if common:
+        out["usage_mean"] = (round(sum(now["usage"][h] for h in common) / len(common), 1),
+                             round(sum(before["usage"][h] for h in common) / len(common), 1))
+    if isinstance(before.get("reclaimable"), Mapping):
+        common = sorted(set(before["reclaimable"]) & set(now.get("reclaimable") or {}))
+        if common:
+            out["reclaimable_policy"] = (sum(now["reclaimable"][h] for h in common), sum(before["reclaimable"][h] for h in common))
+    elif before.get("reclaimable_policy") is not None and now.get("reclaimable_policy") is not None:
+        out["reclaimable_policy"] = (now["reclaimable_policy"], before["reclaimable_policy"])
+    return out
 
 
 def view(report, history=None):
@@ -309,6 +345,7 @@ def view(report, history=None):
         drift=drift_by_key(nodes),
         points=points,
         previous=previous,
+        since_last=since_last(points),
         series={host: [p["usage"].get(host) for p in points] for host in (n["host"] for n in nodes)},
     )
 
@@ -324,10 +361,10 @@ def summary_line(report, history=None):
     if s.get("usage_percent_mean") is not None:
         line += "; usage mean %s%%, max %s%%" % (_pct(s["usage_percent_mean"]), s["usage_percent_max"])
     line += "; reclaimable %s (policy), %s (prune)" % (human_bytes(s["reclaimable_bytes_policy"]), human_bytes(s["reclaimable_bytes_prune"]))
-    points = trend(history, report)
-    if len(points) > 1 and points[-2]["usage_mean"] is not None and s.get("usage_percent_mean") is not None:
-        delta = s["usage_percent_mean"] - points[-2]["usage_mean"]
-        line += "; mean usage %s since %s" % (("%+.1f points" % delta) if delta else "unchanged", points[-2]["generated_at"])
+    since = since_last(trend(history, report))
+    if since and since["usage_mean"] is not None:
+        delta = since["usage_mean"][0] - since["usage_mean"][1]
+        line += "; mean usage %s since %s" % (("%+.1f points" % delta) if delta else "unchanged", since["since"])
     return line + "."
 
 

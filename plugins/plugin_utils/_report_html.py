@@ -55,7 +55,7 @@ a.tile:hover { background: var(--bg2); }
 .tile.info { border-left-color: var(--blue); }
 .up { color: var(--critical); } .down { color: var(--ok); }
 .dash { display: grid; grid-template-columns: minmax(0, 1fr); gap: 12px; padding: 6px 20px; }
-@media (min-width: 1200px) { .dash { grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); } }
+@media (min-width: 1600px) { .dash { grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); } }
 .panel { border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px; margin-bottom: 12px; background: #fff; overflow-x: auto; }
 #images code { overflow-wrap: anywhere; }
 .side .panel:last-child { margin-bottom: 0; }
@@ -83,7 +83,8 @@ td.trend { white-space: nowrap; } td.trend small { color: var(--muted); margin-l
 .controls input[type=search] { min-width: 18em; padding: 3px 6px; }
 .controls .count { color: var(--muted); }
 .scope { color: var(--muted); white-space: nowrap; }
-.scope.wide { color: var(--critical); font-weight: 600; }
+.scope.wide.error { color: var(--critical); font-weight: 600; } .scope.wide.warning { color: var(--warning); font-weight: 600; }
+.scope.wide.info { color: var(--blue); }
 details > summary { cursor: pointer; white-space: nowrap; }
 .hosts { margin: 4px 0; color: var(--muted); font-size: 0.9em; max-height: 12em; overflow: auto; }
 .muted, .none { color: var(--muted); }
@@ -243,14 +244,16 @@ def _tiles(report, view):
     for h in fleet.HEALTH:
         out.append('<a class="tile %s" href="#nodes" data-filter-health="%s"><span class="n">%d</span><span class="l">%s</span>'
                    '<span class="hint">%s</span></a>' % (h, h, health[h], h, HEALTH_HINT[h]))
-    prev = view["previous"]
-    usage_delta = _delta(s["usage_percent_mean"], prev and prev["usage_mean"], " pts")
+    # since last: over the nodes audited both times (a failed audit is left out, never counted as 0)
+    since = view["since_last"] or {}
+    usage_delta = _delta(*(since.get("usage_mean") or (None, None)), " pts")
     out.append('<div class="tile info"><span class="n">%s</span><span class="l">mean usage</span><span class="hint">max %s%s</span></div>'
                % ("-" if s["usage_percent_mean"] is None else "%s%%" % fleet._pct(s["usage_percent_mean"]), _pct(s["usage_percent_max"]),
                   ("; " + usage_delta + " since last") if usage_delta else ""))
-    recl_delta = _delta(s["reclaimable_bytes_policy"], prev and prev["reclaimable_policy"], "", fmt="%+d")
-    if recl_delta and prev:
-        diff = s["reclaimable_bytes_policy"] - (prev["reclaimable_policy"] or 0)
+    recl_now, recl_before = since.get("reclaimable_policy") or (None, None)
+    recl_delta = _delta(recl_now, recl_before, "", fmt="%+d")
+    if recl_delta and recl_before is not None:
+        diff = recl_now - recl_before
         recl_delta = recl_delta.replace("%+d" % diff, ("+" if diff > 0 else "-") + _bytes(abs(diff)))
     out.append('<div class="tile info"><span class="n">%s</span><span class="l">reclaimable now</span><span class="hint">under the nodes\' '
                'policies; prune: %s%s</span></div>'
@@ -363,9 +366,11 @@ def _host_list(hosts):
     return '<p class="hosts">%s%s</p>' % (shown, " and %d more" % more if more > 0 else "")
 
 
-def _scope(scope, nodes, total):
+def _scope(scope, nodes, total, severity=None):
+    """How widespread a finding or a drift is; a wide one takes its severity's colour (info is never red)."""
     share = "-" if not total else ("<1%" if nodes * 100 < total else "%d%%" % round(nodes * 100.0 / total))
-    return '<span class="scope%s">%s, %s</span>' % (" wide" if scope in ("fleet-wide", "every node") else "", scope, e(share))
+    wide = scope in ("fleet-wide", "every node")
+    return '<span class="scope%s">%s, %s</span>' % ((" wide " + e(severity or "info")) if wide else "", scope, e(share))
 
 
 def _group_note(group):
@@ -376,7 +381,7 @@ def _group_note(group):
 
 
 def _findings_panel(report, view):
-    total = len(report["nodes"])
+    total = fleet.audited_count(report["nodes"])
     if not view["findings"]:
         return '<section class="panel" id="findings"><h2>Findings by code</h2><p class="none">No findings on any node.</p></section>'
     rows = []
@@ -385,7 +390,7 @@ def _findings_panel(report, view):
             '<tr data-code="%s"><td><span class="badge %s">%s</span></td><td><code>%s</code> <span class="muted">%s</span></td>'
             '<td class="num">%d</td><td>%s</td><td><details><summary>which</summary><p>%s</p>%s%s</details></td></tr>'
             % (e(g["code"]), e(g["severity"]), e(g["severity"]), e(g["code"]), e(g["source"]), g["nodes"],
-               _scope(g["scope"], g["nodes"], total), e(g["example"]),
+               _scope(g["scope"], g["nodes"], total, g["severity"]), e(g["example"]),
                _group_note(g),
                _host_list(g["hosts"])))
     return ('<section class="panel" id="findings"><h2>Findings by code</h2><table><thead><tr><th>Severity</th><th>Code</th>'
@@ -394,14 +399,14 @@ def _findings_panel(report, view):
 
 
 def _drift_panel(report, view):
-    total = len(report["nodes"])
+    total = fleet.audited_count(report["nodes"])
     if not view["drift"]:
         return '<section class="panel" id="drift"><h2>Drift by setting</h2><p class="none">No node differs from the desired policy.</p></section>'
     rows = []
     for g in view["drift"]:
         for i, v in enumerate(g["values"]):
             lead = ('<td rowspan="%d"><code>%s</code><br><span class="muted">%s</span> %s</td>'
-                    % (len(g["values"]), e(g["key"]), e(g["component"]), _scope(g["scope"], g["nodes"], total))) if i == 0 else ""
+                    % (len(g["values"]), e(g["key"]), e(g["component"]), _scope(g["scope"], g["nodes"], total, "warning"))) if i == 0 else ""
             rows.append('<tr>%s<td>%s</td><td>%s</td><td class="num">%d</td><td><details><summary>nodes</summary>%s</details></td></tr>'
                         % (lead, e(v["desired"]), e(v["actual"]), v["nodes"], _host_list(v["hosts"])))
     return ('<section class="panel" id="drift"><h2>Drift by setting</h2><table><thead><tr><th>Setting</th><th>Desired</th><th>Actual</th>'
@@ -489,8 +494,10 @@ def _node_detail(node):
               % (_pct(fs["usage_percent"]), len(node["findings"]), "" if len(node["findings"]) == 1 else "s", len(node["drift"]),
                  "" if len(node["drift"]) == 1 else "s"))]
     if node["status"] == "failed":
-        out.append('<p class="failed-box">Not audited: %s</p>' % e(node["error"]))
-    elif fs["usage_percent"] is not None and fs["capacity_bytes"]:
+        # nothing was measured: its reason only, no thresholds, usage or signals that would read as measured
+        out.append('<p class="failed-box">Not audited: %s</p></details>' % e(node["error"]))
+        return "".join(out)
+    if fs["usage_percent"] is not None and fs["capacity_bytes"]:
         out.append(_bar(node))
     out.append(
         "<p>Runtime: %s at %s, sandbox image %s.<br>Image filesystem: %s, %s used (%s of %s; the runtime counts %s as its own); "

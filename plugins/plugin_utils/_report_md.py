@@ -147,7 +147,8 @@ def _node_section(node):
     fs, th, img, ct = node["imagefs"], node["thresholds"], node["images"], node["containers"]
     out = ["", "## %s" % txt(node["host"]), ""]
     if node["status"] == "failed":
-        out += ["**Not audited:** %s" % txt(node["error"]), ""]
+        # nothing was measured: its reason only, no thresholds or usage that would read as measured
+        return out + ["**Not audited:** %s" % txt(node["error"])]
     out += [
         "- Health: %s" % node["health"],
         "- Runtime: %s at %s, sandbox image %s" % (txt(_runtime(node["runtime"])), txt(node["runtime"]["endpoint"]), txt(node["runtime"]["sandbox_image"])),

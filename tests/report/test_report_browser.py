@@ -170,3 +170,44 @@ def test_reads_as_a_plain_table_without_javascript(generated, browser):
     # per-node detail is there too
     assert session_page.evaluate("document.querySelectorAll('details.node p').length") >= 1000
     session_page.screenshot(os.path.join(OUT, "no-javascript.png"))
+
+
+OVERFLOWING = ("Array.from(document.querySelectorAll('.panel, .scroll, details.node, table'))"
+               ".filter(el => el.getClientRects().length && el.scrollWidth > el.clientWidth + 1)"
+               ".map(el => (el.id || el.className || el.tagName) + ' ' + el.scrollWidth + '>' + el.clientWidth)")
+
+
+def test_no_table_scrolls_sideways_at_1400_px(generated, browser):
+    """Issue 22, item 3: at 1400 px no panel, table or node detail is wider than its box (nothing scrolls sideways)."""
+    report, path, size = generated
+    narrow = browser.open("file://" + path, width=1400, height=900)
+    assert narrow.evaluate("document.documentElement.scrollWidth") <= 1400
+    assert narrow.evaluate(OVERFLOWING) == []
+    narrow.screenshot(os.path.join(OUT, "width-1400.png"))
+    # every node's detail open (the failed ones too): still nothing wider than its box
+    narrow.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    assert narrow.evaluate(OVERFLOWING) == []
+    assert narrow.evaluate("document.documentElement.scrollWidth") <= 1400
+    narrow.evaluate("document.getElementById('details').scrollIntoView()")
+    narrow.screenshot(os.path.join(OUT, "width-1400-details.png"))
+
+
+def test_failed_nodes_show_their_reason_only_and_info_is_never_red(generated, browser):
+    """Issue 22, item 3: a failed node's detail is its reason (no thresholds, usage or signals); severity colours follow severity."""
+    report, path, size = generated
+    failed = [n for n in report["nodes"] if n["status"] == "failed"]
+    assert failed
+    page = browser.open("file://" + path, width=1400, height=900)
+    texts = page.evaluate("Array.from(document.querySelectorAll('details.node')).filter(d => d.querySelector('.failed-box'))"
+                          ".map(d => d.textContent)")
+    assert len(texts) == len(failed)
+    for text in texts:
+        assert "Not audited: " in text and "threshold" not in text and "Runtime:" not in text and "Eviction signals" not in text
+    red = page.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--critical').trim()")
+    colour = ("(() => { const el = document.createElement('div'); el.style.color = '%s'; document.body.appendChild(el);"
+              " const c = getComputedStyle(el).color; el.remove(); return c; })()" % red)
+    red_rgb = page.evaluate(colour)
+    info = page.evaluate("Array.from(document.querySelectorAll('#findings tr')).filter(r => r.querySelector('.badge.info'))"
+                         ".map(r => Array.from(r.querySelectorAll('*')).map(el => getComputedStyle(el).color))")
+    assert info, "the synthetic fleet has info findings"
+    assert all(red_rgb not in colours for colours in info)

@@ -268,12 +268,12 @@ def test_usage_falls_back_to_image_gc_and_container_fs_only():
 
 
 def test_odd_inputs_do_not_crash():
-    weird = node("w", cri_info="oops", kubelet_config={"effective": {"imageGCHighThresholdPercent": "90"}},
-                 runtime_config={"findings": [{"severity": "CRITICAL", "code": None, "message": "multi\nline"}, "junk"]},
+    weird = node("w", kubelet_config={"effective": {"imageGCHighThresholdPercent": "90"}},
+                 runtime_config={"findings": [{"severity": "CRITICAL", "code": None, "message": "multi\nline"}]},
                  container_gc={"removed_containers": None, "errors": [{"id": "x", "msg": "could not remove x."}]},
                  drift=None)
     n = by_host(build([weird]))["w"]
-    assert n["parts_failed"]["cri_info"].startswith("The cri_info result is a str")
+    assert n["status"] == "ok"
     assert threshold_keys(n) == {"high_percent": 90, "low_percent": 80, "source": "kubelet_config"}
     assert n["thresholds"]["eviction_available"] == "15%" and n["thresholds"]["eviction_source"] == "default"
     assert n["drift"] == []
@@ -282,6 +282,10 @@ def test_odd_inputs_do_not_crash():
     assert ("runtime_config", "warning", "unknown") in codes
     assert ("container_gc", "error", "gc_errors") in codes
     assert all("\n" not in f["message"] for f in n["findings"])
+    # a record of the wrong shape is one failed node, "malformed result", never a crash
+    for bad in (dict(cri_info="oops"), dict(runtime_config={"findings": ["junk"]})):
+        n = by_host(build([node("w", **bad)]))["w"]
+        assert n["status"] == "failed" and n["error"].startswith("malformed result: ")
 
 
 def test_nodes_sorted_and_deterministic():
@@ -313,8 +317,14 @@ def test_fail_on_never():
 
 def test_fail_on_drift():
     reason = ar.audit_fail_reason(build(), "drift")
-    assert reason == "The audit fails on drift: 1 node drifted from the desired policy (node-b)."
+    assert reason == "The audit fails on drift: 1 node could not be audited (node-e); 1 node drifted from the desired policy (node-b)."
     assert ar.audit_fail_reason(build([node("a", cri_info=cri_info(10))]), "drift") is None
+
+
+def test_fail_on_failed_the_default_fails_only_on_nodes_that_could_not_be_audited():
+    assert ar.audit_fail_reason(build(), "failed") == ("The audit fails: 1 node could not be audited (node-e) "
+                                                       "(kubenode_gc_audit_fail_on: never lets it pass).")
+    assert ar.audit_fail_reason(build([n for n in fleet() if n["host"] != "node-e"]), "failed") is None
 
 
 def test_fail_on_error():
@@ -341,11 +351,12 @@ def test_fail_on_levels():
     assert ar.audit_fail_reason(info_only, "warning") is None
     failed_only = build([node("a", error="unreachable")])
     assert ar.audit_fail_reason(failed_only, "error") == "The audit fails on error: 1 node could not be audited (a)."
-    assert ar.audit_fail_reason(failed_only, "drift") is None
+    assert ar.audit_fail_reason(failed_only, "drift") == "The audit fails on drift: 1 node could not be audited (a)."
+    assert ar.audit_fail_reason(failed_only, "never") is None
 
 
 def test_fail_on_bad_arguments():
-    with pytest.raises(AnsibleFilterError, match="fail_on to be one of never, drift, warning, error"):
+    with pytest.raises(AnsibleFilterError, match="fail_on to be one of never, failed, drift, warning, error"):
         ar.audit_fail_reason(build(), "sometimes")
     with pytest.raises(AnsibleFilterError, match="report dict"):
         ar.audit_fail_reason({"nodes": None}, "error")
@@ -732,3 +743,76 @@ def test_near_eviction_in_markdown_and_html():
     assert '<span class="n">1</span><span class="l">near eviction</span>' in html
     assert html.count('<span class="badge warning">near eviction</span>') == 1
     assert "imagefs.inodesFree 8% free (threshold 5%, 5%): near" in html and "near_eviction" in html
+
+
+# ---------------------------------------------------------------------------------------------- hostile nodes (issue 21, item 6)
+MALFORMED = [
+    ("kubelet_config_drift", {"changed": True, "changes": ["x"]}, "kubelet_config_drift.changes[0] is a str, not a dict"),
+    ("cri_info", "a string", "cri_info is a str, not a registered task result"),
+    ("kubelet_config", {"effective": "85/80"}, "kubelet_config.effective is a str, not a dict"),
+    ("image_gc_policy", {"removed": [{"id": "x", "size": {"a": 1}}]}, "image_gc_policy.removed[0].size is a dict, not a number"),
+    ("inodes_thresholds", {"high_percent": "ninety"}, "record.inodes_thresholds.high_percent is the text 'ninety', not a number"),
+    ("drift", "none", "record.drift is a str, not a list"),
+]
+
+
+@pytest.mark.parametrize("key, value, where", MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_a_malformed_node_is_a_failed_node_and_the_rest_of_the_report_is_built(key, value, where):
+    from ansible_collections.kubenode.gc.plugins.filter.fleet import audit_nodes
+    nodes = fleet()
+    nodes[1][key] = value
+    report = ar.audit_report(audit_nodes([[n, n["host"]] for n in nodes]), generated_at="2026-11-22T10:00:00Z")
+    bad = by_host(report)["node-a"]
+    assert bad["status"] == "failed" and bad["health"] == "failed"
+    assert bad["error"] == "malformed result: %s." % where
+    assert bad["imagefs"]["usage_percent"] is None and bad["findings"] == [] and bad["drift"] == []
+    good = build()
+    for host in ("node-b", "node-c", "node-d", "node-e"):
+        assert by_host(report)[host] == by_host(good)[host]
+    assert report["summary"]["nodes_failed"] == good["summary"]["nodes_failed"] + 1
+    # every rendering is written
+    assert "malformed result" in audit_render.audit_report_html(report) and "malformed result" in audit_render.audit_report_markdown(report)
+
+
+@pytest.mark.parametrize("capacity", [float("inf"), float("nan"), 10 ** 400, "1e400", True])
+def test_a_capacity_that_is_not_a_plausible_number_is_a_malformed_result(capacity):
+    nodes = fleet()
+    nodes[1]["cri_info"]["imagefs"][0]["capacity_bytes"] = capacity
+    report = ar.audit_report(nodes, generated_at="2026-11-22T10:00:00Z")
+    assert by_host(report)["node-a"]["error"].startswith("malformed result: cri_info.imagefs[0].capacity_bytes is ")
+    assert by_host(report)["node-c"]["status"] == "ok"
+
+
+def test_a_record_that_is_not_a_dict_is_a_malformed_result_and_a_missing_one_stopped():
+    from ansible_collections.kubenode.gc.plugins.filter.fleet import audit_nodes
+    nodes = audit_nodes([["x", "a"], [["y"], "b"], [None, "c"]])
+    assert [n["error"] for n in nodes] == ["malformed result: the record is a str, not a dict.", "malformed result: the record is a list, not a dict.",
+                                           "The audit stopped on this host before it could read the node."]
+
+
+def test_a_failed_result_is_read_for_its_message_only():
+    nodes = fleet()
+    nodes[1]["image_gc_prune"] = {"failed": True, "msg": "boom", "removed": "not a list"}
+    report = ar.audit_report(nodes, generated_at="2026-11-22T10:00:00Z")
+    assert by_host(report)["node-a"]["status"] == "ok" and by_host(report)["node-a"]["parts_failed"] == {"image_gc_prune": "boom"}
+
+
+def test_a_failed_node_shows_its_reason_and_nothing_that_reads_as_measured():
+    report = build()
+    html = audit_render.audit_report_html(report)
+    detail = html[html.index('<details class="node" id="node-node-e"'):]
+    detail = detail[:detail.index("</details>")]
+    assert "Not audited: Failed to connect to the host via ssh" in detail
+    assert "threshold" not in detail and "Runtime:" not in detail and "Eviction signals" not in detail
+    md = audit_render.audit_report_markdown(report)
+    section = md[md.index("## node-e"):]
+    section = section[:section.index("\n## ")] if "\n## " in section else section
+    assert "**Not audited:** Failed to connect" in section and "threshold" not in section and "Health:" not in section
+
+
+def test_a_wide_info_finding_is_not_drawn_red():
+    nodes = [node(h, cri_info=cri_info(40), runtime_config=runtime_config([{"severity": "info", "code": "x", "message": "m"}]))
+             for h in ("a", "b")]
+    html = audit_render.audit_report_html(build(nodes))
+    assert '<span class="scope wide info">every node, 100%</span>' in html
+    assert ".scope.wide.info { color: var(--blue); }" in html and ".scope.wide {" not in html

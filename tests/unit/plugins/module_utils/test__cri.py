@@ -203,3 +203,33 @@ def test_proto_matches_upstream_field_numbers():
         desc = pb.DESCRIPTOR.message_types_by_name[message]
         assert {f.name: f.number for f in desc.fields if f.name in numbers} == numbers
     assert pb.DESCRIPTOR.package == "runtime.v1"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user")
+def test_detection_says_permission_denied_and_names_become(tmp_path, listening):
+    """Issue 22, item 3: a default socket that exists but this user may not use is not "No CRI endpoint found"."""
+    path = listening("root-only.sock")
+    os.chmod(path, 0o600)
+    os.chmod(str(tmp_path), 0o755)
+    defaults = ("unix://" + str(tmp_path / "missing.sock"), "unix://" + path)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: a non-root user without become
+        os.close(r)
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            _cri.resolve_endpoint(None, crictl_config=str(tmp_path / "none.yaml"), defaults=defaults)
+            message = "resolved"
+        except _cri.CriError as exc:
+            message = str(exc)
+        except BaseException as exc:  # pragma: no cover - reported to the parent
+            message = "child failed: %r" % exc
+        os.write(w, message.encode())
+        os._exit(0)
+    os.close(w)
+    message = os.read(r, 4096).decode()
+    os.waitpid(pid, 0)
+    assert message.startswith("Permission denied on the CRI socket ") and "unix://%s" % path in message
+    assert message.endswith(": cri_endpoint is unset and this user may not connect to it; run as root (become: true).")

@@ -104,8 +104,8 @@ def test_history_point_and_trend_order():
                   nodes=[dict(host="a", status="ok", imagefs=dict(usage_percent=40)), dict(host="b", status="ok", imagefs=dict(usage_percent=61)),
                          dict(host="c", status="failed", imagefs=dict(usage_percent=None))])
     point = rf.history_point(report)
-    assert point == dict(generated_at="2026-11-22T10:00:00Z", nodes=3, usage_mean=50.5, usage_max=61, reclaimable_policy=5, reclaimable_prune=9,
-                         over_high=1, usage={"a": 40, "b": 61})
+    assert point == dict(generated_at="2026-11-22T10:00:00Z", nodes=3, audited=2, usage_mean=50.5, usage_max=61, reclaimable_policy=5,
+                         reclaimable_prune=9, over_high=1, usage={"a": 40, "b": 61}, reclaimable={})
     assert rf.history_point({"nope": 1}) is None
     older = dict(point, generated_at="2026-11-20T10:00:00Z")
     newer_copy = dict(point)   # the same report already in the history: not counted twice
@@ -122,3 +122,25 @@ def test_sparkline_and_chart_are_plain_svg():
     chart = line_chart(["a", "b", "c"], [("mean", "s1", [1, 2, None])], "t", y_max=100)
     assert chart.count("<circle") == 2 and "http" not in chart
     assert re.search(r'<polyline class="line s1" points="[0-9., ]+"/>', chart)
+
+
+def _report(at, nodes):
+    """A report of (host, status, usage, reclaimable bytes) nodes, its summary as audit_report sums it."""
+    out = [dict(host=h, status=st, imagefs=dict(usage_percent=u), images=dict(reclaimable_policy=dict(count=1, bytes=r))) for h, st, u, r in nodes]
+    return dict(generated_at=at, nodes=out, summary=dict(reclaimable_bytes_policy=sum(r or 0 for _h, st, _u, r in nodes if st != "failed"),
+                                                         reclaimable_bytes_prune=0, nodes_over_high_threshold=0))
+
+
+def test_trends_and_since_last_leave_failed_audits_out():
+    """Issue 22, item 3: a failed audit is not 0 bytes: not in the trend, not in "since last"."""
+    first = _report("2026-11-20T10:00:00Z", [("a", "ok", 50, 100), ("b", "ok", 70, 900)])
+    all_failed = _report("2026-11-21T10:00:00Z", [("a", "failed", None, None), ("b", "failed", None, None)])
+    now = _report("2026-11-22T10:00:00Z", [("a", "ok", 52, 150), ("b", "failed", None, None)])
+    assert rf.history_point(all_failed)["audited"] == 0 and rf.history_point(all_failed)["reclaimable_policy"] is None
+    points = rf.trend([rf.history_point(first), rf.history_point(all_failed)], now)
+    assert [p["generated_at"] for p in points] == ["2026-11-20T10:00:00Z", "2026-11-22T10:00:00Z"]
+    # since last: node a only (b failed now): +2 points and +50 bytes, not -48 points and -850 bytes
+    assert rf.since_last(points) == dict(since="2026-11-20T10:00:00Z", usage_mean=(52.0, 50.0), reclaimable_policy=(150, 100))
+    assert "mean usage +2.0 points since 2026-11-20T10:00:00Z" in rf.summary_line(
+        dict(now, summary=dict(now["summary"], nodes=2, nodes_over_high_threshold=0, usage_percent_mean=52.0, usage_percent_max=52)),
+        [rf.history_point(first), rf.history_point(all_failed)])
