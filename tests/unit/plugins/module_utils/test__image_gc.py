@@ -85,16 +85,16 @@ def test_removals_that_free_nothing_stop_the_threshold_pass_within_the_kubelet_p
     assert result["insufficient"]
 
 
-def test_measured_freeing_may_go_past_the_size_based_plan_while_more_is_needed():
-    # each removal really frees 25 of its 60 bytes: the plan's 2 images are not enough, measurement shows it, go on
+def test_measured_freeing_never_goes_past_the_size_based_plan():
+    # each removal really frees 25 of its 60 bytes: the plan's 2 images are not enough; the run removes only what check
+    # mode planned (issue 22) and says the target was not reached
     images = [image(n, 60) for n in range(6)]
     node = FakeNode(capacity=1000, available=100, frees={i["id"]: 25 for i in images})
     plan, result = execute(node, images)
     assert len(plan.space) == 2
-    assert len(node.removed) == 4  # 4 x 25 = 100 bytes: down to the low threshold, and no further
-    assert node.available == 200
-    assert not result["insufficient"]
-    assert not any("no measurable space" in w for w in result["warnings"])
+    assert node.removed == [i["id"] for i in plan.space]
+    assert node.available == 150
+    assert result["insufficient"]
 
 
 def test_failed_removal_in_the_age_pass_ends_the_run_before_the_threshold_pass():
@@ -143,14 +143,12 @@ def test_capacity_zero_runs_the_age_pass_then_fails():
     assert [r["reason"] for r in result["removed"]] == ["age", "age"]
 
 
-def test_past_the_kubelet_plan_only_while_the_measured_rate_can_reach_the_target():
-    # each removal frees 2 of its 60 bytes (a shared layer holds the rest): after the kubelet's 2, the other four
-    # could free about 8 bytes of the 96 still needed, so the pass stops at the plan with a warning
+def test_a_plan_that_frees_less_than_measured_stops_at_the_plan():
+    # each removal frees 2 of its 60 bytes (a shared layer holds the rest): the pass stops at the kubelet's 2
     images = [image(n, 60) for n in range(6)]
     node = FakeNode(capacity=1000, available=100, frees={i["id"]: 2 for i in images})
     plan, result = execute(node, images)
     assert len(node.removed) == len(plan.space) == 2
-    assert any("freed only 4 of their 120 bytes on /imagefs" in w for w in result["warnings"])
     assert result["insufficient"]
 
 
