@@ -196,11 +196,12 @@ def _warn_too_young(result, state, opts, check_mode):
     first = min(img["first_detected"] for img in young)
     newest = max(img["first_detected"] for img in young)
     where = "the ledger %s" % state.ledger_path if state.ledger_path else "this run (no ledger: ledger_path is empty)"
+    sightings = "first sighting %s" % _iso(first) if _iso(first) == _iso(newest) else "first sightings %s to %s" % (_iso(first), _iso(newest))
     result["warnings"].append(
         "%s no image: all %d candidate(s) are younger than min_age %s, counted from when image_gc first saw them on this node "
-        "(first sightings %s to %s, by %s); the first becomes eligible at %s. On a node image_gc never saw, set min_age "
+        "(%s, by %s); the first becomes eligible at %s. On a node image_gc never saw, set min_age "
         "(kubenode_gc_cleanup_image_min_age in kubenode.gc.cleanup) to 0s to free space now." % (
-            "Would remove" if check_mode else "Removed", len(young), format_duration(opts["min_age"]), _iso(first), _iso(newest), where,
+            "Would remove" if check_mode else "Removed", len(young), format_duration(opts["min_age"]), sightings, where,
             _iso(first + opts["min_age"])))
 
 
