@@ -347,3 +347,27 @@ def test_prune_keeps_the_pipeline_full_and_re_lists_containers_before_each_paral
     assert images[8]["id"] not in node.removed and len(node.removed) == 9
     assert [r["id"] for r in result["removed"]] == [i["id"] for i in images if i is not images[8]]
     assert result["kept"]["in_use"] == 1 and any("came into use during the run" in w for w in result["warnings"])
+
+
+def _young_state(young, eligible=()):
+    plan = SimpleNamespace(too_young=young, eligible=list(eligible))
+    return SimpleNamespace(plan=plan, ledger_path="/var/lib/kubenode-gc/image-ledger.json")
+
+
+def test_a_run_that_min_age_holds_back_entirely_warns_naming_min_age_and_the_first_sightings():
+    young = [dict(image(n, 60), first_detected=T + n * SECOND) for n in range(2)]
+    result = {"removed": [], "errors": [], "warnings": []}
+    gc._warn_too_young(result, _young_state(young), {"min_age": 120 * SECOND}, check_mode=False)
+    assert result["warnings"] == [
+        "Removed no image: all 2 candidate(s) are younger than min_age 2m0s, counted from when image_gc first saw them on this node "
+        "(first sightings 2023-11-14T22:13:20Z to 2023-11-14T22:13:21Z, by the ledger /var/lib/kubenode-gc/image-ledger.json); the first "
+        "becomes eligible at 2023-11-14T22:15:20Z. On a node image_gc never saw, set min_age (kubenode_gc_cleanup_image_min_age in "
+        "kubenode.gc.cleanup) to 0s to free space now."]
+    # check mode says it too (the audit's plan), and nothing is said when something was eligible or removed
+    planned = {"removed": [], "errors": [], "warnings": []}
+    gc._warn_too_young(planned, _young_state(young[:1]), {"min_age": 120 * SECOND}, check_mode=True)
+    assert planned["warnings"][0].startswith("Would remove no image: all 1 candidate(s)") and "(first sighting 2023-11-14T22:13:20Z," in planned["warnings"][0]
+    for state, removed in ((_young_state(young, eligible=[image(9, 1)]), []), (_young_state(young), [{"id": "x"}]), (_young_state([]), [])):
+        quiet = {"removed": removed, "errors": [], "warnings": []}
+        gc._warn_too_young(quiet, state, {"min_age": 120 * SECOND}, check_mode=False)
+        assert quiet["warnings"] == []
