@@ -24,6 +24,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config_policy
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import image_filesystem as _image_filesystem
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import usage_percent as _usage_percent
 
+
 def image_gc_policy(kubelet=None, overrides=None, errors="fail"):
     """image_gc's thresholds and ages for a node and where each came from (kubenode.gc's _gc_policy, the one source):
     the variables the user set (``overrides``: cleanup variable name -> value, unset ones null), else the node's

@@ -271,7 +271,8 @@ def _remove(result, state, opts, client, statvfs):
         errors_before = len(result["errors"])
         # measured: only images of the size-based plan (what check mode returns), measurement may stop earlier, never go
         # further; unmeasured: the kubelet's freeSpace, which goes on past a failed removal
-        executor.until(plan.space if opts["measure_freed"] else plan.eligible, "space", remaining, budget, calibrate=opts["measure_freed"], planned=len(plan.space))
+        candidates = plan.space if opts["measure_freed"] else plan.eligible
+        executor.until(candidates, "space", remaining, budget, calibrate=opts["measure_freed"], planned=len(plan.space))
         if executor.stalled:
             result["warnings"].append(
                 "Removing %d image(s) freed no measurable space on %s (the runtime frees space lazily, or their layers are shared with images "
