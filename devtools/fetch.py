@@ -157,9 +157,19 @@ def containerd_bin_dir(line, fetch=True):
         return _cached(line) or fetch_containerd(line)
 
 
-def main():
-    for line in CONTAINERD_SUITES:
+def main(argv=None):
+    """Fetch the runtimes named in ``argv`` (containerd-1.7, containerd-2; containerd-1.6 and crio need no fetch), every
+    one without arguments (scripts/setup.sh for the tests; the demo names only the runtime it runs)."""
+    names = sys.argv[1:] if argv is None else argv
+    unknown = [n for n in names if n not in ("containerd-1.6", "crio") and n.split("-", 1)[-1] not in CONTAINERD_SUITES]
+    if unknown:
+        print("unknown runtime %s (containerd-1.6, containerd-1.7, containerd-2 or crio)" % unknown[0], file=sys.stderr)
+        return 2
+    lines = [line for line in CONTAINERD_SUITES if not names or "containerd-" + line in names]
+    for line in lines:
         print("containerd %-4s %s" % (line, containerd_bin_dir(line)))
+    if names and "crio" not in names:
+        return 0
     found = crio_dir()
     print("cri-o          %s" % (found or "NOT FOUND (set %s or provide ../shared/runtimes): cri-o will not be tested" % CRIO_DIR_ENV))
     return 0

@@ -56,13 +56,19 @@ def docker(*args, check=True, capture=True):
     return proc.stdout if capture else ""
 
 
+DOCKERD_PIDFILE = "/run/kubenode-gc-dockerd.pid"
+
+
 def ensure_dockerd(timeout=60):
     """Start dockerd in the background unless an engine already answers."""
     if subprocess.run(["docker", "info"], capture_output=True, check=False).returncode == 0:
         return
     log = open("/var/log/kubenode-gc-dockerd.log", "ab")
-    subprocess.Popen(["dockerd"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(["dockerd"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     log.close()
+    # scripts/test.sh stops the dockerd its steps started, by this pid
+    with open(DOCKERD_PIDFILE, "w", encoding="utf-8") as f:
+        f.write("%d\n" % proc.pid)
     deadline = time.time() + timeout
     while subprocess.run(["docker", "info"], capture_output=True, check=False).returncode != 0:
         if time.time() > deadline:

@@ -5,7 +5,10 @@
 # playbooks - kubenode.gc.audit finds the node over its image GC high threshold
 # with reclaimable images, kubenode.gc.cleanup --check shows the plan, the real
 # cleanup frees the node down to its low threshold, and a second audit shows the
-# change in the report (./kubenode-gc-report, with its history directory).
+# change in the report (./kubenode-gc-report, with its history directory); it ends with
+# the names of the images the cleanup removed, from the cleanup's history record, which is
+# kept in ./kubenode-gc-history (KUBENODE_GC_DEMO_HISTORY_DIR), outside the work directory.
+# The set-up installs and fetches only what the chosen runtime needs.
 # KUBENODE_GC_DEMO_RUNTIME picks the runtime: containerd-1.6 (Debian 12's, the
 # default), containerd-1.7 (Debian trixie's), containerd-2 (Debian sid's) or crio
 # (cri-o 1.37 from ../shared/runtimes or $KUBENODE_GC_CRIO_DIR).
@@ -14,12 +17,13 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bash "$ROOT/scripts/setup.sh"
+RUNTIME=${KUBENODE_GC_DEMO_RUNTIME:-containerd-1.6}
+# only what this runtime needs: no containerd 1.7 or 2.x for the default demo, no Docker or Chromium (tests only)
+KUBENODE_GC_SETUP_RUNTIMES=$RUNTIME bash "$ROOT/scripts/setup.sh"
 VENV=${KUBENODE_GC_VENV:-$ROOT/.venv}
 export PATH="$VENV/bin:$PATH"
 cd "$ROOT"
 
-RUNTIME=${KUBENODE_GC_DEMO_RUNTIME:-containerd-1.6}
 # containerd keeps each image twice (its packed content and the unpacked snapshot), cri-o once:
 # half the tmpfs gives cri-o the same fill level
 IMAGEFS_SIZE=160M
@@ -60,6 +64,8 @@ imageGCLowThresholdPercent: 60
 imageMinimumGCAge: 1s
 YAML
 REPORT_DIR=${KUBENODE_GC_REPORT_DIR:-$PWD/kubenode-gc-report}
+# the cleanup's history records outlive the demo's work directory (removed at the end)
+HISTORY_DIR=${KUBENODE_GC_DEMO_HISTORY_DIR:-$PWD/kubenode-gc-history}
 cat >"$WORKDIR/inventory.yml" <<YAML
 all:
   hosts:
@@ -70,7 +76,7 @@ all:
       kubenode_gc_pod_logs_dir: $WORKDIR/pod-logs
       kubenode_gc_container_logs_dir: $WORKDIR/containers
       kubenode_gc_ledger_path: $WORKDIR/image-ledger.json
-      kubenode_gc_cleanup_history_dir: $WORKDIR/history
+      kubenode_gc_cleanup_history_dir: $HISTORY_DIR
       kubenode_gc_report_dir: $REPORT_DIR
       kubenode_gc_container_min_age: 0s
       # a one-shot cleanup: image_gc has no sighting history here yet (see kubenode.gc.cleanup)
@@ -98,6 +104,19 @@ ansible-playbook -i "$WORKDIR/inventory.yml" kubenode.gc.audit
 
 echo
 echo "The audit report: $REPORT_DIR/report.html (and report.md, report.json next to it)"
+# what the cleanup removed, by name, from its history record (kept in $HISTORY_DIR)
+python - "$HISTORY_DIR" <<'PY'
+import glob, json, os, sys
+records = sorted(glob.glob(os.path.join(sys.argv[1], "*.json")))
+if not records:
+    sys.exit("no cleanup history record in %s" % sys.argv[1])
+with open(records[-1], encoding="utf-8") as f:
+    record = json.load(f)
+images = record.get("images") or []
+print("The cleanup removed %d image(s) (history record: %s):" % (len(images), records[-1]))
+for image in images:
+    print("  %s  %d bytes" % ((image.get("repo_tags") or image.get("repo_digests") or [image["id"]])[0], image.get("size") or 0))
+PY
 # one line for the fleet, with the change since the audit before the cleanup
 python - "$REPORT_DIR" <<'PY'
 import glob, json, os, sys

@@ -20,6 +20,16 @@ APT_PACKAGES=(
   prometheus                       # promtool check metrics: the audit's node_exporter textfile (tests/integration/test_audit_metrics.py)
 )
 
+# KUBENODE_GC_SETUP_RUNTIMES (space-separated: containerd-1.6 containerd-1.7 containerd-2 crio) limits the set-up to
+# what those runtimes need: the demo sets it to the one runtime it runs, so it installs and fetches nothing else
+# (no Docker, debootstrap or Chromium, which only the tests use; no containerd 1.7 or 2.x for containerd 1.6).
+# Unset: everything the tests need.
+SETUP_RUNTIMES=${KUBENODE_GC_SETUP_RUNTIMES:-}
+if [ -n "$SETUP_RUNTIMES" ]; then
+  APT_PACKAGES=(containerd runc busybox-static python3 python3-venv git tar util-linux)
+  case " $SETUP_RUNTIMES " in *" crio "*) APT_PACKAGES+=(conmon skopeo libseccomp2 libsqlite3-0) ;; esac
+fi
+
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup.sh: run as root (it installs Debian packages and mounts tmpfs for containerd)." >&2
   exit 1
@@ -47,4 +57,5 @@ fi
 # containerd 1.7 (Debian trixie) and 2.x (Debian sid) for the runtime matrix: fetched once with a
 # private apt configuration into .cache/runtimes/containerd-<version>/ (the host's apt sources stay
 # untouched); cri-o comes from ../shared/runtimes or $KUBENODE_GC_CRIO_DIR.
-(cd "$ROOT" && "$VENV/bin/python" -m devtools.fetch >/dev/null)
+# shellcheck disable=SC2086  # one argument per runtime
+(cd "$ROOT" && "$VENV/bin/python" -m devtools.fetch $SETUP_RUNTIMES >/dev/null)

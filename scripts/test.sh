@@ -26,6 +26,27 @@ want() {
 }
 step() { printf '\n==== %s\n' "$*"; }
 
+# Leave the machine as it was: a dockerd the steps start (devtools.nodes.ensure_dockerd, which writes its pid file) is
+# stopped at the end; one that already ran before is left alone.
+DOCKERD_PIDFILE=/run/kubenode-gc-dockerd.pid
+DOCKER_WAS_UP=0
+docker info >/dev/null 2>&1 && DOCKER_WAS_UP=1
+TREE=""
+finish() {
+  [ -n "$TREE" ] && rm -rf "$TREE"
+  if [ "$DOCKER_WAS_UP" = 0 ] && [ -s "$DOCKERD_PIDFILE" ]; then
+    local pid
+    pid=$(cat "$DOCKERD_PIDFILE")
+    if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ]; then
+      echo "stopping the dockerd this run started (pid $pid)"
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 1 60); do [ -d "/proc/$pid" ] || break; sleep 0.5; done
+    fi
+    rm -f "$DOCKERD_PIDFILE"
+  fi
+}
+trap finish EXIT
+
 if want protogen; then
 step "generated protobuf code matches proto/cri_api.proto (pinned generator)"
 GEN_VENV="$ROOT/.cache/protogen"
@@ -39,11 +60,9 @@ fi
 
 # The collection as ansible-test, Molecule and ansible-lint want it: a copy of
 # exactly the files git would commit, at .../ansible_collections/kubenode/gc.
-TREE=""
 collection_tree() {
   [ -n "$TREE" ] && return 0
   TREE=$(mktemp -d)
-  trap 'rm -rf "$TREE"' EXIT
   dest="$TREE/ansible_collections/kubenode/gc"
   mkdir -p "$dest"
   if git -C "$ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then

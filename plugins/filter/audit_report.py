@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.kubenode.gc.plugins.module_utils._findings import SEVERITIES, gate_levels, sort_findings
+from ansible_collections.kubenode.gc.plugins.module_utils._gc_policy import over_high_threshold
 from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import runtime_kind as pin_kind
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_GC_HIGH_THRESHOLD_PERCENT as DEFAULT_HIGH
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_GC_LOW_THRESHOLD_PERCENT as DEFAULT_LOW
@@ -193,7 +194,7 @@ def _node(node):
     imagefs = _imagefs(cri, policy_run)
     thresholds = _thresholds(results["kubelet_config"])
     usage = imagefs["usage_percent"]
-    over = usage is not None and usage >= thresholds["high_percent"]
+    over = over_high_threshold(usage, thresholds["high_percent"])  # the cleanup's trigger too (kubenode.gc.imagefs_pressure)
 
     for name in FINDING_PARTS:
         items = (results[name] or {}).get("findings")

@@ -16,8 +16,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet
-from ansible_collections.kubenode.gc.plugins.module_utils._durations import format_duration
+from ansible_collections.kubenode.gc.plugins.module_utils import _gc_policy
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 from ansible_collections.kubenode.gc.plugins.module_utils._findings import at_or_above
 from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import runtime_kind as _pin_kind
@@ -25,40 +24,24 @@ from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config_policy
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import image_filesystem as _image_filesystem
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import usage_percent as _usage_percent
 
-# image_gc option -> (KubeletConfiguration key, the kubelet's default)
-IMAGE_GC_KEYS = (
-    ("high_threshold_percent", "imageGCHighThresholdPercent", _kubelet.IMAGE_GC_HIGH_THRESHOLD_PERCENT),
-    ("low_threshold_percent", "imageGCLowThresholdPercent", _kubelet.IMAGE_GC_LOW_THRESHOLD_PERCENT),
-    ("min_age", "imageMinimumGCAge", format_duration(_kubelet.IMAGE_MINIMUM_GC_AGE)),
-    ("max_age", "imageMaximumGCAge", format_duration(_kubelet.IMAGE_MAXIMUM_GC_AGE)),
-)
-NO_AGE = "0s"
 
-
-def image_gc_policy(layers, ledger=True):
-    """image_gc's thresholds and ages for a node: per option, the first layer that sets it, else the kubelet's default.
-
-    ``layers`` are mappings with KubeletConfiguration keys, most specific first (null values and
-    missing layers are skipped). Without a ``ledger`` (no sighting history) min_age is 0s: every
-    image would count as first seen now, so the minimum age would hide everything.
-    """
-    if isinstance(layers, Mapping):
-        layers = [layers]
-    if not isinstance(layers, (list, tuple)):
-        raise AnsibleFilterError("image_gc_policy expects a list of mappings, got %s." % type(layers).__name__)
-    layers = [layer for layer in layers if isinstance(layer, Mapping)]
-    out = {}
-    for option, key, default in IMAGE_GC_KEYS:
-        value = next((layer[key] for layer in layers if layer.get(key) not in (None, "")), default)
-        if option.endswith("_percent"):
-            try:
-                value = int(value)
-            except (TypeError, ValueError):
-                raise AnsibleFilterError("image_gc_policy: %s must be an integer, got %r." % (key, value)) from None
-        out[option] = value
-    if not ledger:
-        out["min_age"] = NO_AGE
-    return out
+def image_gc_policy(kubelet=None, overrides=None, errors="fail"):
+    """image_gc's thresholds and ages for a node and where each came from (kubenode.gc's _gc_policy, the one source):
+    the variables the user set (``overrides``: cleanup variable name -> value, unset ones null), else the node's
+    effective kubelet configuration (a kubenode.gc.kubelet_config result; a failed or missing one counts as unreadable),
+    else the kubelet's defaults. ``errors='return'`` returns ``{'error': sentence}`` instead of failing the task."""
+    if kubelet is not None and not isinstance(kubelet, Mapping):
+        raise AnsibleFilterError("image_gc_policy expects a kubenode.gc.kubelet_config result, got %s." % type(kubelet).__name__)
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise AnsibleFilterError("image_gc_policy: overrides must be a mapping of variable names to values, got %s." % type(overrides).__name__)
+    try:
+        policy = _gc_policy.image_gc_policy(kubelet, overrides)
+    except KubenodeGcError as exc:
+        if errors == "return":
+            return {"error": str(exc)}
+        raise AnsibleFilterError(str(exc)) from None
+    policy["described"] = _gc_policy.describe_sources(policy)
+    return policy
 
 
 def runtime_kind(value=None, existing=None, default=None):
@@ -112,7 +95,7 @@ def imagefs_pressure(value, high, inodes_high=None):
     high, inodes_high = _percent(high, "high"), _percent(inodes_high, "inodes_high")
     reasons = []
     usage = fs.get("usage_percent")
-    if high is not None and usage is not None and int(usage) >= high:
+    if _gc_policy.over_high_threshold(usage, high):
         reasons.append("imagefs usage %d%% is at or above the high threshold %d%%" % (int(usage), high))
     total, free = fs.get("inodes_total"), fs.get("inodes_free")
     if inodes_high is not None and total and free is not None:

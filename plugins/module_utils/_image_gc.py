@@ -167,6 +167,7 @@ def _run(client, opts, check_mode, now, statvfs):
     else:
         _remove(result, state, opts, client, statvfs)
     _finish(result, state.images)
+    _warn_too_young(result, state, opts, check_mode)
     stop = result.pop("stop_message", None)
     ledger_failure = result.pop("ledger_message", None)
     if ledger_failure and (stop or result["errors"] or plan.error):
@@ -184,6 +185,27 @@ def _run(client, opts, check_mode, now, statvfs):
     if result["insufficient"] and opts["fail_on_insufficient"]:
         raise GcError(shortfall, _public(result))
     return result
+
+
+def _iso(ns):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ns // 10**9))
+
+
+def _warn_too_young(result, state, opts, check_mode):
+    """A run that removes nothing because every candidate is younger than min_age by the ledger's first sighting says so."""
+    young = state.plan.too_young
+    if result["removed"] or result["errors"] or not young or state.plan.eligible:
+        return
+    first = min(img["first_detected"] for img in young)
+    newest = max(img["first_detected"] for img in young)
+    where = "the ledger %s" % state.ledger_path if state.ledger_path else "this run (no ledger: ledger_path is empty)"
+    sightings = "first sighting %s" % _iso(first) if _iso(first) == _iso(newest) else "first sightings %s to %s" % (_iso(first), _iso(newest))
+    result["warnings"].append(
+        "%s no image: all %d candidate(s) are younger than min_age %s, counted from when image_gc first saw them on this node "
+        "(%s, by %s); the first becomes eligible at %s. On a node image_gc never saw, set min_age "
+        "(kubenode_gc_cleanup_image_min_age in kubenode.gc.cleanup) to 0s to free space now." % (
+            "Would remove" if check_mode else "Removed", len(young), format_duration(opts["min_age"]), sightings, where,
+            _iso(first + opts["min_age"])))
 
 
 def new_result(plan, check_mode):
@@ -251,7 +273,10 @@ def _remove(result, state, opts, client, statvfs):
             def remaining():
                 return plan.bytes_to_free - executor.freed_by_reason["space"]
         errors_before = len(result["errors"])
-        executor.until(plan.eligible, "space", remaining, budget, calibrate=opts["measure_freed"], planned=len(plan.space))
+        # measured: only images of the size-based plan (what check mode returns), measurement may stop earlier, never go
+        # further; unmeasured: the kubelet's freeSpace, which goes on past a failed removal
+        candidates = plan.space if opts["measure_freed"] else plan.eligible
+        executor.until(candidates, "space", remaining, budget, calibrate=opts["measure_freed"], planned=len(plan.space))
         if executor.stalled:
             result["warnings"].append(
                 "Removing %d image(s) freed no measurable space on %s (the runtime frees space lazily, or their layers are shared with images "
@@ -325,8 +350,9 @@ def _inode_pass(result, state, opts, executor, statvfs):
     if remaining() <= 0:
         return  # the passes before freed enough inodes
     gone = {r["id"] for r in result["removed"]} | {e["id"] for e in result["errors"]} | {i["id"] for i in executor.raced} | set(executor.pending)
-    candidates = [i for i in plan.eligible if i["id"] not in gone]
     planned_ids = {i["id"] for i in plan.inode_space}
+    # only images of the plan (what check mode returns): measurement may stop earlier, never go further
+    candidates = [i for i in plan.eligible if i["id"] not in gone and i["id"] in planned_ids]
     planned = max((n + 1 for n, i in enumerate(candidates) if i["id"] in planned_ids), default=0)
     budget = None if opts["max_removals"] is None else max(0, opts["max_removals"] - len(result["removed"]))
     executor.stalled, executor.short_rate = 0, None

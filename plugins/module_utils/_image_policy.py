@@ -130,6 +130,8 @@ def _sort_eligible(result, images, free_time, min_age):
         reason = space_eligible(img, free_time, min_age)
         if reason:
             result.kept[reason] += 1
+            if reason == "too_young":
+                result.too_young.append(img)
         else:
             result.eligible.append(img)
 
@@ -177,7 +179,8 @@ class Plan:
     def __init__(self):
         self.age = []  # removed by the age pass
         self.space = []  # removed by the space pass (threshold) or prune, in order
-        self.eligible = []  # every space-eligible image in order (the measured executor may go past the estimate)
+        self.eligible = []  # every space-eligible image in order (unmeasured, the kubelet goes past a failed removal)
+        self.too_young = []  # candidates kept only because image_gc first saw them less than min_age ago
         self.kept = dict.fromkeys(KEPT_REASONS, 0)
         self.usage_before = None
         self.bytes_to_free = 0

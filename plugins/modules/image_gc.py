@@ -39,16 +39,18 @@ description:
     the threshold pass keeps the kubelet's C(last_used) (the last run that saw the image in use).
     The kubelet stops when the summed image sizes reach the amount to free, which over-counts layers shared between
     images; with O(measure_freed=true) the filesystem is measured again after each batch and the run stops when the
-    measured usage is at or below the low threshold. It goes past the size-based plan only while each batch frees
-    measurable space; a batch that frees none ends the pass with a warning (the runtime frees space lazily, or the
-    layers are shared with images in use), so it never removes more than needed.
+    measured usage is at or below the low threshold. It never goes past the size-based plan, the list check mode returns,
+    so every image a real run removes is in that plan; when the measured usage is still above the low threshold at its
+    end, the run says so (RV(insufficient)). A batch that frees no measurable space ends the pass with a warning (the
+    runtime frees space lazily, or the layers are shared with images in use), so it never removes more than needed.
     Containers are listed again right before each batch of at most O(parallelism) new removals; an image that came into
     use since the plan is kept and reported (the kubelet has this race, kubernetes/kubernetes#123631). The window in
     which a new container could start using an image unnoticed is therefore bounded by O(parallelism) removals (see
     there).
     The keep list has no kubelet equivalent (kubernetes/kubernetes#109936).
     The inode pass (O(inodes_high_threshold_percent)) has none either; the kubelet's image GC looks only at bytes
-    (kubernetes/kubernetes#41033, #32400), and only its eviction manager reacts to C(imagefs.inodesFree), by evicting pods.
+    (kubernetes/kubernetes issues 41033 and 32400), and only its eviction manager reacts to C(imagefs.inodesFree), by
+    evicting pods.
   - Inode pass (O(mode=threshold) with O(inodes_high_threshold_percent) and O(inodes_low_threshold_percent) set). Inode usage
     is the kubelet's usage formula over C(statvfs) inodes of the image filesystem, C(100 - floor(f_ffree * 100 / f_files)).
     When it is at or above O(inodes_high_threshold_percent) at the start of the run, after the max-age and byte threshold
@@ -131,6 +133,10 @@ options:
     description:
       - Images first detected less than this long ago are not removed by the threshold pass or by O(mode=prune)
         (kubelet C(imageMinimumGCAge)); an age equal to O(min_age) is old enough.
+      - The age counts from the first time this module saw the image on the node (its ledger, O(ledger_path)). On a node
+        it never saw every image is first seen now, so a run with the default O(min_age) removes nothing; such a run, and
+        any run that removes nothing only because every candidate is younger than O(min_age), warns, naming O(min_age)
+        and the first sightings.
       - A Go duration such as V(90s), V(2m) or V(1h30m).
     type: str
     default: 2m
@@ -160,9 +166,9 @@ options:
   measure_freed:
     description:
       - Measure the image filesystem after each batch and stop the threshold pass when the measured usage is at or below
-        O(low_threshold_percent). It removes more images than the size-based plan only while each batch frees
-        measurable space; a batch that frees none ends the pass with a warning. With V(false), stop as the kubelet does,
-        when the summed image sizes reach the amount to free.
+        O(low_threshold_percent). It never removes an image outside the size-based plan (what check mode returns); a
+        batch that frees no measurable space ends the pass with a warning. With V(false), stop as the kubelet does, when
+        the summed image sizes reach the amount to free (and, as the kubelet, go on past a removal that failed).
     type: bool
     default: true
   fail_on_insufficient:

@@ -71,7 +71,11 @@ def test_a_node_whose_image_gc_failed_gets_a_history_record_of_its_partial_work(
     assert {e["id"] for e in record["errors"]} == candidates - gone
     assert record["bytes_freed_estimated"] == sum(i["size"] for i in record["images"]) and isinstance(record["bytes_freed_measured"], int)
     assert record["containers"] == [] and record["sandboxes"] == [] and record["log_paths"] == []
-    assert record["policy"] == {"image_mode": "prune", "high_threshold_percent": 85, "low_threshold_percent": 80}
+    assert record["policy"] == {"image_mode": "prune", "high_threshold_percent": 85, "low_threshold_percent": 80, "min_age": "0s", "max_age": "0s",
+                                "sources": {"high_threshold_percent": {"kind": "default", "from": "kubelet default"},
+                                            "low_threshold_percent": {"kind": "default", "from": "kubelet default"},
+                                            "min_age": {"kind": "variable", "from": "variable kubenode_gc_cleanup_image_min_age"},
+                                            "max_age": {"kind": "default", "from": "kubelet default"}}}
     assert isinstance(record["usage_before"], int) and record["finished_at"].endswith("Z")
     # the summary is printed, then the play fails naming the node (issue 21, item 8)
     out = proc.stdout

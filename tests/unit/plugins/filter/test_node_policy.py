@@ -8,30 +8,40 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.kubenode.gc.plugins.filter.node_policy import can_pin, findings_at_or_above, image_filesystem, image_gc_policy, runtime_kind
 
-KUBELET_EFFECTIVE = {"imageGCHighThresholdPercent": 70, "imageGCLowThresholdPercent": 60, "imageMinimumGCAge": "5m0s", "imageMaximumGCAge": "0s"}
+NODE = {"path": "/var/lib/kubelet/config.yaml", "config": {"imageGCHighThresholdPercent": 70, "imageGCLowThresholdPercent": 60},
+        "flag_overrides": [], "effective": {"imageGCHighThresholdPercent": 70, "imageGCLowThresholdPercent": 60, "imageMinimumGCAge": "2m0s",
+                                            "imageMaximumGCAge": "0s"}}
 
 
-def test_image_gc_policy_takes_the_first_layer_that_sets_each_key():
-    role = {"imageGCHighThresholdPercent": "90", "imageGCLowThresholdPercent": None, "imageMinimumGCAge": "1m", "imageMaximumGCAge": None}
-    assert image_gc_policy([KUBELET_EFFECTIVE, role]) == dict(high_threshold_percent=70, low_threshold_percent=60, min_age="5m0s", max_age="0s")
-    assert image_gc_policy([{}, role]) == dict(high_threshold_percent=90, low_threshold_percent=80, min_age="1m", max_age="0s")
+def test_image_gc_policy_takes_the_nodes_kubelet_config_and_says_so():
+    policy = image_gc_policy(NODE, {"kubenode_gc_cleanup_high_threshold_percent": None})
+    assert (policy["high_threshold_percent"], policy["low_threshold_percent"], policy["min_age"], policy["max_age"]) == (70, 60, "2m0s", "0s")
+    assert policy["described"] == ("high_threshold_percent 70%, low_threshold_percent 60% from node's kubelet config /var/lib/kubelet/config.yaml; "
+                                   "min_age 2m0s, max_age 0s from kubelet default")
 
 
-def test_image_gc_policy_falls_back_to_the_kubelet_defaults():
-    assert image_gc_policy([]) == dict(high_threshold_percent=85, low_threshold_percent=80, min_age="2m0s", max_age="0s")
-    assert image_gc_policy([None, {"imageGCHighThresholdPercent": ""}]) == image_gc_policy([])
+def test_image_gc_policy_variables_override_the_node():
+    policy = image_gc_policy(NODE, {"kubenode_gc_cleanup_high_threshold_percent": "90", "kubenode_gc_cleanup_image_min_age": "1m"})
+    assert (policy["high_threshold_percent"], policy["low_threshold_percent"], policy["min_age"]) == (90, 60, "1m0s")
+    assert policy["sources"]["high_threshold_percent"] == {"kind": "variable", "from": "variable kubenode_gc_cleanup_high_threshold_percent"}
 
 
-def test_image_gc_policy_without_a_ledger_applies_no_minimum_age():
-    assert image_gc_policy([KUBELET_EFFECTIVE], ledger=False)["min_age"] == "0s"
-    assert image_gc_policy([KUBELET_EFFECTIVE], ledger=True)["min_age"] == "5m0s"
+def test_image_gc_policy_without_a_readable_node_takes_the_kubelet_defaults():
+    expected = (85, 80, "2m0s", "0s")
+    for kubelet in (None, {"failed": True, "msg": "no file"}, {"skipped": True}):
+        policy = image_gc_policy(kubelet)
+        assert (policy["high_threshold_percent"], policy["low_threshold_percent"], policy["min_age"], policy["max_age"]) == expected
+        assert policy["described"] == "high_threshold_percent 85%, low_threshold_percent 80%, min_age 2m0s, max_age 0s from kubelet default"
 
 
-def test_image_gc_policy_rejects_bad_input():
-    with pytest.raises(AnsibleFilterError, match="expects a list of mappings"):
+def test_image_gc_policy_errors_name_the_variable():
+    with pytest.raises(AnsibleFilterError, match="^kubenode_gc_cleanup_low_threshold_percent must be below imageGCHighThresholdPercent: "
+                                                 "the low threshold 75% .variable .* is not below the high threshold 70% .node's kubelet config"):
+        image_gc_policy(NODE, {"kubenode_gc_cleanup_low_threshold_percent": 75})
+    assert image_gc_policy(NODE, {"kubenode_gc_cleanup_high_threshold_percent": 150}, errors="return") == {
+        "error": "kubenode_gc_cleanup_high_threshold_percent must be an integer percent between 0 and 100, got 150."}
+    with pytest.raises(AnsibleFilterError, match="expects a kubenode.gc.kubelet_config result"):
         image_gc_policy("85")
-    with pytest.raises(AnsibleFilterError, match="imageGCHighThresholdPercent must be an integer, got 'high'"):
-        image_gc_policy([{"imageGCHighThresholdPercent": "high"}])
 
 
 @pytest.mark.parametrize(

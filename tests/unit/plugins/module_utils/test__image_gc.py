@@ -86,16 +86,16 @@ def test_removals_that_free_nothing_stop_the_threshold_pass_within_the_kubelet_p
     assert result["insufficient"]
 
 
-def test_measured_freeing_may_go_past_the_size_based_plan_while_more_is_needed():
-    # each removal really frees 25 of its 60 bytes: the plan's 2 images are not enough, measurement shows it, go on
+def test_measured_freeing_never_goes_past_the_size_based_plan():
+    # each removal really frees 25 of its 60 bytes: the plan's 2 images are not enough; the run removes only what check
+    # mode planned (issue 22) and says the target was not reached
     images = [image(n, 60) for n in range(6)]
     node = FakeNode(capacity=1000, available=100, frees={i["id"]: 25 for i in images})
     plan, result = execute(node, images)
     assert len(plan.space) == 2
-    assert len(node.removed) == 4  # 4 x 25 = 100 bytes: down to the low threshold, and no further
-    assert node.available == 200
-    assert not result["insufficient"]
-    assert not any("no measurable space" in w for w in result["warnings"])
+    assert node.removed == [i["id"] for i in plan.space]
+    assert node.available == 150
+    assert result["insufficient"]
 
 
 def test_failed_removal_in_the_age_pass_ends_the_run_before_the_threshold_pass():
@@ -144,14 +144,12 @@ def test_capacity_zero_runs_the_age_pass_then_fails():
     assert [r["reason"] for r in result["removed"]] == ["age", "age"]
 
 
-def test_past_the_kubelet_plan_only_while_the_measured_rate_can_reach_the_target():
-    # each removal frees 2 of its 60 bytes (a shared layer holds the rest): after the kubelet's 2, the other four
-    # could free about 8 bytes of the 96 still needed, so the pass stops at the plan with a warning
+def test_a_plan_that_frees_less_than_measured_stops_at_the_plan():
+    # each removal frees 2 of its 60 bytes (a shared layer holds the rest): the pass stops at the kubelet's 2
     images = [image(n, 60) for n in range(6)]
     node = FakeNode(capacity=1000, available=100, frees={i["id"]: 2 for i in images})
     plan, result = execute(node, images)
     assert len(node.removed) == len(plan.space) == 2
-    assert any("freed only 4 of their 120 bytes on /imagefs" in w for w in result["warnings"])
     assert result["insufficient"]
 
 
@@ -430,3 +428,27 @@ def test_prune_keeps_the_pipeline_full_and_re_lists_containers_before_each_paral
     assert images[8]["id"] not in node.removed and len(node.removed) == 9
     assert [r["id"] for r in result["removed"]] == [i["id"] for i in images if i is not images[8]]
     assert result["kept"]["in_use"] == 1 and any("came into use during the run" in w for w in result["warnings"])
+
+
+def _young_state(young, eligible=()):
+    plan = SimpleNamespace(too_young=young, eligible=list(eligible))
+    return SimpleNamespace(plan=plan, ledger_path="/var/lib/kubenode-gc/image-ledger.json")
+
+
+def test_a_run_that_min_age_holds_back_entirely_warns_naming_min_age_and_the_first_sightings():
+    young = [dict(image(n, 60), first_detected=T + n * SECOND) for n in range(2)]
+    result = {"removed": [], "errors": [], "warnings": []}
+    gc._warn_too_young(result, _young_state(young), {"min_age": 120 * SECOND}, check_mode=False)
+    assert result["warnings"] == [
+        "Removed no image: all 2 candidate(s) are younger than min_age 2m0s, counted from when image_gc first saw them on this node "
+        "(first sightings 2023-11-14T22:13:20Z to 2023-11-14T22:13:21Z, by the ledger /var/lib/kubenode-gc/image-ledger.json); the first "
+        "becomes eligible at 2023-11-14T22:15:20Z. On a node image_gc never saw, set min_age (kubenode_gc_cleanup_image_min_age in "
+        "kubenode.gc.cleanup) to 0s to free space now."]
+    # check mode says it too (the audit's plan), and nothing is said when something was eligible or removed
+    planned = {"removed": [], "errors": [], "warnings": []}
+    gc._warn_too_young(planned, _young_state(young[:1]), {"min_age": 120 * SECOND}, check_mode=True)
+    assert planned["warnings"][0].startswith("Would remove no image: all 1 candidate(s)") and "(first sighting 2023-11-14T22:13:20Z," in planned["warnings"][0]
+    for state, removed in ((_young_state(young, eligible=[image(9, 1)]), []), (_young_state(young), [{"id": "x"}]), (_young_state([]), [])):
+        quiet = {"removed": removed, "errors": [], "warnings": []}
+        gc._warn_too_young(quiet, state, {"min_age": 120 * SECOND}, check_mode=False)
+        assert quiet["warnings"] == []

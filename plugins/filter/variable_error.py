@@ -1,0 +1,29 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""The check the playbooks run first, on the controller, for every host: the variables with a kubenode.gc prefix the
+user set, against their one declaration (plugins/plugin_utils/_variables.py). Pure: no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.kubenode.gc.plugins.plugin_utils._variables import first_error
+
+
+def variable_error(values):
+    """name -> value of the variables set for a host -> one sentence naming the first wrong one, or ""."""
+    if not isinstance(values, Mapping):
+        raise AnsibleFilterError("variable_error expects a mapping of variable names to values, got %s." % type(values).__name__)
+    return first_error(dict(values))
+
+
+class FilterModule:
+    def filters(self):
+        return {"variable_error": variable_error}

@@ -1,0 +1,346 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""Every variable the playbooks and roles read, declared once: type, default, range, choices, relations; and the check
+the playbooks run on the controller, for every host, before any node is touched (kubenode.gc.variable_error).
+
+The roles' meta/argument_specs.yml must agree with this declaration (tests/unit/plugins/plugin_utils/test__variables.py),
+and docs/docsite/rst/variables.rst is generated from it (scripts/gen_variables_doc.py). The role variables' descriptions
+live in the roles' argument_specs (the role docs); the playbook variables' descriptions live here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+
+from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
+from ansible_collections.kubenode.gc.plugins.module_utils._quantity import parse_quantity
+
+PREFIXES = ("kubenode_gc_", "kubelet_gc_", "containerd_storage_", "crio_storage_", "node_prereqs_")
+UNSET = object()
+PLAYBOOKS = ("audit", "cleanup", "configure")
+
+
+class Variable:
+    """One variable: ``kind`` is str, int, bool, list, dict, raw, percent (an int 0..100) or duration (a Go duration the
+    kubelet accepts); ``default`` UNSET when there is none (the variable is then unset unless the user sets it)."""
+
+    def __init__(self, name, kind, used_by, description=None, default=UNSET, choices=None, minimum=None, maximum=None,
+                 elements=None, quantity=False):
+        self.name, self.kind, self.used_by, self.description = name, kind, tuple(used_by), description
+        self.default, self.choices, self.minimum, self.maximum = default, choices, minimum, maximum
+        self.elements, self.quantity = elements, quantity
+
+    @property
+    def role(self):
+        """The role whose argument_specs declare it too, or None for a playbook variable."""
+        for prefix in ("kubelet_gc", "containerd_storage", "crio_storage", "node_prereqs"):
+            if self.name.startswith(prefix + "_"):
+                return prefix
+        return None
+
+    @property
+    def spec_type(self):
+        """The argument_specs type."""
+        return {"percent": "int", "duration": "str"}.get(self.kind, self.kind)
+
+
+_ALL = PLAYBOOKS
+_AC = ("audit", "cleanup")
+_CLEANUP = ("cleanup",)
+_AUDIT = ("audit",)
+_CONFIGURE = ("configure",)
+_KUBELET = ("kubelet_gc role", "configure", "audit")
+_CONTAINERD = ("containerd_storage role", "configure", "audit")
+_CRIO = ("crio_storage role", "configure", "audit")
+_PREREQS = ("node_prereqs role", "configure")
+
+DECLARATION = (
+    # the playbooks (descriptions here)
+    Variable("kubenode_gc_hosts", "str", _ALL, "The host pattern the playbook runs on.", default="all"),
+    Variable("kubenode_gc_cri_endpoint", "str", _AC, "The runtime's CRI socket, such as V(unix:///run/containerd/containerd.sock). "
+             "Unset, each node's is detected."),
+    Variable("kubenode_gc_keep_images", "list", _AC, "Images never to remove (and that the audit's plans never count), as "
+             "references or shell patterns such as V(registry.k8s.io/*).", default=[], elements="str"),
+    Variable("kubenode_gc_ledger_path", "str", _AC, "image_gc's ledger of first sightings and last uses on each node.",
+             default="/var/lib/kubenode-gc/image-ledger.json"),
+    Variable("kubenode_gc_inodes_high_threshold_percent", "percent", _AC, "image_gc's inode pass: free image filesystem inodes down "
+             "to the low mark once inode usage reaches this one (set both or neither; unset, bytes only: the kubelet has no inode GC)."),
+    Variable("kubenode_gc_inodes_low_threshold_percent", "percent", _AC, "The inode usage the inode pass frees down to; below the high one."),
+    Variable("kubenode_gc_container_min_age", "duration", _AC, "Dead containers younger than this are kept.", default="1m"),
+    Variable("kubenode_gc_container_max_per_pod_container", "int", _AC, "Dead containers kept per pod and container name "
+             "(negative: no limit).", default=1, minimum=-1),
+    Variable("kubenode_gc_container_max_containers", "int", _AC, "Dead containers kept on the node (negative: no limit).",
+             default=-1, minimum=-1),
+    Variable("kubenode_gc_active_pod_uids", "list", _AC, "The UIDs of the pods the API server knows; unset, no pod counts as deleted.",
+             elements="str"),
+    Variable("kubenode_gc_pod_logs_dir", "str", _AC, "The kubelet's pod log directory (default: the node's, V(/var/log/pods))."),
+    Variable("kubenode_gc_container_logs_dir", "str", _AC, "The kubelet's container log symlink directory (default V(/var/log/containers))."),
+    Variable("kubenode_gc_cleanup_serial", "raw", _CLEANUP, "Nodes per wave: a number or a percentage such as V(25%).", default="25%"),
+    Variable("kubenode_gc_cleanup_max_fail_percentage", "percent", _CLEANUP, "Stop the waves when more of a wave fails.", default=10),
+    Variable("kubenode_gc_cleanup_only_over_threshold", "bool", _CLEANUP, "Skip nodes below their high threshold (and below the inode "
+             "high threshold, when set) unless the image mode is V(prune).", default=True),
+    Variable("kubenode_gc_cleanup_image_mode", "str", _CLEANUP, "V(threshold) frees down to the low threshold, as the kubelet; "
+             "V(prune) removes every unused image old enough.", default="threshold", choices=["threshold", "prune"]),
+    Variable("kubenode_gc_cleanup_high_threshold_percent", "percent", _AC, "The image GC high threshold. Unset, each node's own "
+             "(C(imageGCHighThresholdPercent) of its kubelet configuration, file and flags), else the kubelet's 85."),
+    Variable("kubenode_gc_cleanup_low_threshold_percent", "percent", _AC, "The image GC low threshold, below the high one. Unset, each "
+             "node's own (C(imageGCLowThresholdPercent)), else the kubelet's 80."),
+    Variable("kubenode_gc_cleanup_image_min_age", "duration", _AC, "The minimum image age, counted from image_gc's first sighting (its "
+             "ledger). Unset, each node's C(imageMinimumGCAge), else V(2m). V(0s) frees space at once on a node image_gc never saw."),
+    Variable("kubenode_gc_cleanup_image_max_age", "duration", _AC, "Remove images unused for longer (V(0s): off); above the minimum age. "
+             "Unset, each node's C(imageMaximumGCAge), else V(0s)."),
+    Variable("kubenode_gc_cleanup_pin", "bool", _CLEANUP, "Before removing anything, pin the keep-listed images in the runtime so that "
+             "the kubelet's own image GC keeps them too (a runtime that cannot pin only warns).", default=False),
+    Variable("kubenode_gc_cleanup_containers", "bool", _CLEANUP, "Run container GC before image GC.", default=True),
+    Variable("kubenode_gc_cleanup_history_dir", "str", _CLEANUP, "Where each node keeps its cleanup history records.",
+             default="/var/lib/kubenode-gc/history"),
+    Variable("kubenode_gc_report_dir", "str", _AUDIT, "Where report.json, report.md and report.html go, on the controller.",
+             default="./kubenode-gc-report"),
+    Variable("kubenode_gc_report_history_dir", "str", _AUDIT, "Where a timestamped copy of each report.json is kept for the trends "
+             "(default C(<report dir>/history); empty: no history)."),
+    Variable("kubenode_gc_report_history_keep", "int", _AUDIT, "How many reports the history keeps, the newest.", default=30, minimum=1),
+    Variable("kubenode_gc_audit_fail_on", "str", _AUDIT, "Fail the play for CI gating on drift, warnings or errors.", default="never",
+             choices=["never", "drift", "warning", "error"]),
+    Variable("kubenode_gc_audit_metrics_dir", "str", _AUDIT, "Write kubenode_gc.prom there on each node for node_exporter's textfile "
+             "collector (empty: no metrics).", default=""),
+    Variable("kubenode_gc_audit_eviction_margin_percent", "percent", _AUDIT, "Flag nodes with less than this many percentage points "
+             "of free space or inodes above a kubelet hard eviction threshold.", default=5),
+    Variable("kubenode_gc_kubelet_root_dir", "str", _AUDIT, "The kubelet's root directory, whose filesystem is nodefs.",
+             default="/var/lib/kubelet"),
+    Variable("kubenode_gc_configure_prereqs", "bool", _CONFIGURE, "Run the node_prereqs role.", default=True),
+    Variable("kubenode_gc_configure_kubelet", "bool", _CONFIGURE, "Run the kubelet_gc role.", default=True),
+    Variable("kubenode_gc_configure_runtime", "str", _CONFIGURE, "The runtime role to run; V(auto) picks containerd when "
+             "/etc/containerd/config.toml exists, else cri-o when its configuration does.", default="auto",
+             choices=["auto", "containerd", "crio", "none"]),
+    # kubelet_gc (descriptions in roles/kubelet_gc/meta/argument_specs.yml)
+    Variable("kubelet_gc_manage", "str", _KUBELET, default="merge", choices=["merge", "template"]),
+    Variable("kubelet_gc_config_path", "str", _KUBELET, default=""),
+    Variable("kubelet_gc_image_gc_high_threshold_percent", "percent", _KUBELET),
+    Variable("kubelet_gc_image_gc_low_threshold_percent", "percent", _KUBELET),
+    Variable("kubelet_gc_image_minimum_gc_age", "duration", _KUBELET),
+    Variable("kubelet_gc_image_maximum_gc_age", "duration", _KUBELET),
+    Variable("kubelet_gc_eviction_hard", "dict", _KUBELET),
+    Variable("kubelet_gc_eviction_soft", "dict", _KUBELET),
+    Variable("kubelet_gc_eviction_soft_grace_period", "dict", _KUBELET),
+    Variable("kubelet_gc_eviction_minimum_reclaim", "dict", _KUBELET),
+    Variable("kubelet_gc_merge_default_eviction_settings", "bool", _KUBELET),
+    Variable("kubelet_gc_container_log_max_size", "str", _KUBELET, quantity=True),
+    Variable("kubelet_gc_container_log_max_files", "int", _KUBELET, minimum=2),
+    Variable("kubelet_gc_extra_settings", "dict", _KUBELET, default={}),
+    Variable("kubelet_gc_template_extra", "dict", _KUBELET, default={}),
+    Variable("kubelet_gc_backup", "bool", _KUBELET, default=True),
+    Variable("kubelet_gc_restart", "bool", _KUBELET, default=True),
+    Variable("kubelet_gc_service", "str", _KUBELET, default="kubelet"),
+    Variable("kubelet_gc_fail_on_findings", "str", _KUBELET, default="error", choices=["error", "warning", "never"]),
+    # containerd_storage (descriptions in roles/containerd_storage/meta/argument_specs.yml)
+    Variable("containerd_storage_manage", "str", _CONTAINERD, default="merge", choices=["merge", "template"]),
+    Variable("containerd_storage_config_path", "str", _CONTAINERD, default="/etc/containerd/config.toml"),
+    Variable("containerd_storage_root", "str", _CONTAINERD),
+    Variable("containerd_storage_state", "str", _CONTAINERD),
+    Variable("containerd_storage_snapshotter", "str", _CONTAINERD),
+    Variable("containerd_storage_sandbox_image", "str", _CONTAINERD),
+    Variable("containerd_storage_pinned_images", "list", _CONTAINERD, elements="str"),
+    Variable("containerd_storage_template_version", "int", _CONTAINERD, default=2, choices=[2, 3]),
+    Variable("containerd_storage_template_cri_options", "dict", _CONTAINERD, default={}),
+    Variable("containerd_storage_systemd_cgroup", "bool", _CONTAINERD, default=True),
+    Variable("containerd_storage_device", "str", _CONTAINERD, default=""),
+    Variable("containerd_storage_device_fstype", "str", _CONTAINERD, default="ext4"),
+    Variable("containerd_storage_device_options", "str", _CONTAINERD, default="defaults"),
+    Variable("containerd_storage_backup", "bool", _CONTAINERD, default=True),
+    Variable("containerd_storage_validate", "bool", _CONTAINERD, default=True),
+    Variable("containerd_storage_restart", "bool", _CONTAINERD, default=True),
+    Variable("containerd_storage_service", "str", _CONTAINERD, default="containerd"),
+    Variable("containerd_storage_cri_endpoint", "str", _CONTAINERD, default="unix:///run/containerd/containerd.sock"),
+    Variable("containerd_storage_restart_timeout", "int", _CONTAINERD, default=60, minimum=1),
+    Variable("containerd_storage_fail_on_findings", "str", _CONTAINERD, default="error", choices=["error", "warning", "never"]),
+    # crio_storage (descriptions in roles/crio_storage/meta/argument_specs.yml)
+    Variable("crio_storage_manage", "str", _CRIO, default="merge", choices=["merge", "template"]),
+    Variable("crio_storage_storage_conf_path", "str", _CRIO, default="/etc/containers/storage.conf"),
+    Variable("crio_storage_config_path", "str", _CRIO, default="/etc/crio/crio.conf"),
+    Variable("crio_storage_dropin_dir", "str", _CRIO, default="/etc/crio/crio.conf.d"),
+    Variable("crio_storage_graphroot", "str", _CRIO),
+    Variable("crio_storage_runroot", "str", _CRIO),
+    Variable("crio_storage_imagestore", "str", _CRIO),
+    Variable("crio_storage_driver", "str", _CRIO),
+    Variable("crio_storage_pause_image", "str", _CRIO),
+    Variable("crio_storage_pinned_images", "list", _CRIO, elements="str"),
+    Variable("crio_storage_pinned_dropin", "str", _CRIO, default="90-kubenode-gc-pinned.conf"),
+    Variable("crio_storage_template_options", "dict", _CRIO, default={}),
+    Variable("crio_storage_template_overlay_options", "dict", _CRIO, default={"mountopt": "nodev"}),
+    Variable("crio_storage_backup", "bool", _CRIO, default=True),
+    Variable("crio_storage_restart", "bool", _CRIO, default=True),
+    Variable("crio_storage_service", "str", _CRIO, default="crio"),
+    Variable("crio_storage_cri_endpoint", "str", _CRIO, default="unix:///run/crio/crio.sock"),
+    Variable("crio_storage_restart_timeout", "int", _CRIO, default=60, minimum=1),
+    Variable("crio_storage_fail_on_findings", "str", _CRIO, default="error", choices=["error", "warning", "never"]),
+    # node_prereqs (descriptions in roles/node_prereqs/meta/argument_specs.yml)
+    Variable("node_prereqs_method", "str", _PREREQS, default="packages", choices=["packages", "venv"]),
+    Variable("node_prereqs_packages", "list", _PREREQS, default=[], elements="str"),
+    Variable("node_prereqs_venv_path", "str", _PREREQS, default="/opt/kubenode-gc/venv"),
+    Variable("node_prereqs_pip_packages", "list", _PREREQS, elements="str",
+             default=["grpcio==1.85.1", "protobuf==7.36.2", "tomlkit==0.15.2", "PyYAML==6.0.3", "ruamel.yaml==0.19.1"]),
+    Variable("node_prereqs_pip_extra_args", "str", _PREREQS, default=""),
+    Variable("node_prereqs_set_interpreter", "bool", _PREREQS, default=True),
+)
+VARIABLES = {v.name: v for v in DECLARATION}
+
+# set by the playbooks and roles themselves (facts, registered results): accepted, never checked
+INTERNAL = frozenset((
+    "kubenode_gc_audit_hosts", "kubenode_gc_audit_node", "kubenode_gc_cleanup_hosts", "kubenode_gc_cleanup_node",
+    "kubenode_gc_report", "kubenode_gc_report_history", "kubelet_gc_result", "containerd_storage_result", "crio_storage_result",
+    "node_prereqs_python",
+))
+
+# (low, high): when both are set, low must be below high
+BELOW = (
+    ("kubenode_gc_cleanup_low_threshold_percent", "kubenode_gc_cleanup_high_threshold_percent"),
+    ("kubenode_gc_inodes_low_threshold_percent", "kubenode_gc_inodes_high_threshold_percent"),
+    ("kubelet_gc_image_gc_low_threshold_percent", "kubelet_gc_image_gc_high_threshold_percent"),
+)
+# (min age, max age): when both are set and the max is not 0s, the max must be above the min
+AGES = (
+    ("kubenode_gc_cleanup_image_min_age", "kubenode_gc_cleanup_image_max_age"),
+    ("kubelet_gc_image_minimum_gc_age", "kubelet_gc_image_maximum_gc_age"),
+)
+# set together or not at all
+TOGETHER = (("kubenode_gc_inodes_high_threshold_percent", "kubenode_gc_inodes_low_threshold_percent"),)
+
+BOOLEANS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+_SERIAL = re.compile(r"^\s*\d+(\.\d+)?\s*%?\s*$")
+
+
+class VariableError(ValueError):
+    """One sentence naming the variable the user set."""
+
+
+def _shown(value):
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _int(var, value):
+    if isinstance(value, bool):
+        raise VariableError("%s=%s is not an integer." % (var.name, _shown(value)))
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.match(r"^\s*-?\d+\s*$", value):
+        return int(value)
+    raise VariableError("%s=%s is not an integer." % (var.name, _shown(value)))
+
+
+def convert(var, value):
+    """The value of ``var`` as the playbooks read it; VariableError (one sentence) when it is wrong."""
+    if value is None:
+        return None  # null: unset (the roles' "leave the key alone")
+    kind = var.kind
+    if kind in ("int", "percent"):
+        number = _int(var, value)
+        low, high = (0, 100) if kind == "percent" else (var.minimum, var.maximum)
+        if kind == "percent" and not low <= number <= high:
+            raise VariableError("%s=%s is out of range: it must be a percent between 0 and 100." % (var.name, _shown(value)))
+        if low is not None and number < low:
+            raise VariableError("%s=%s is out of range: it must be at least %d." % (var.name, _shown(value), low))
+        if high is not None and number > high:
+            raise VariableError("%s=%s is out of range: it must be at most %d." % (var.name, _shown(value), high))
+        value = number
+    elif kind == "bool":
+        if isinstance(value, bool):
+            pass
+        elif isinstance(value, (str, int)) and str(value).strip().lower() in BOOLEANS:
+            value = BOOLEANS[str(value).strip().lower()]
+        else:
+            raise VariableError("%s=%s is not a boolean (true or false)." % (var.name, _shown(value)))
+    elif kind == "duration":
+        if not isinstance(value, str):
+            raise VariableError("%s=%s is not a Go duration such as 90s, 2m or 1h30m." % (var.name, _shown(value)))
+        try:
+            ns = parse_duration(value)
+        except DurationError as exc:
+            raise VariableError("%s=%s is not a Go duration the kubelet accepts, such as 90s, 2m or 1h30m (%s)." % (var.name, _shown(value), exc)) from None
+        if ns < 0:
+            raise VariableError("%s=%s must not be negative." % (var.name, _shown(value)))
+        value = ns
+    elif kind == "str":
+        if not isinstance(value, str):
+            raise VariableError("%s=%s is not a string." % (var.name, _shown(value)))
+        if var.quantity:
+            try:
+                parse_quantity(value)
+            except ValueError as exc:
+                raise VariableError("%s=%s is not a quantity the kubelet accepts, such as 10Mi (%s)." % (var.name, _shown(value), exc)) from None
+    elif kind == "list":
+        if not isinstance(value, list):
+            raise VariableError("%s=%s is not a list." % (var.name, _shown(value)))
+        if var.elements == "str" and not all(isinstance(item, str) for item in value):
+            raise VariableError("%s=%s must be a list of strings." % (var.name, _shown(value)))
+    elif kind == "dict":
+        if not isinstance(value, Mapping):
+            raise VariableError("%s=%s is not a mapping." % (var.name, _shown(value)))
+    elif kind == "raw" and var.name == "kubenode_gc_cleanup_serial":
+        if isinstance(value, bool) or not (isinstance(value, int) and value > 0 or isinstance(value, str) and _SERIAL.match(value)):
+            raise VariableError("%s=%s is not a number of nodes or a percentage such as 25%%." % (var.name, _shown(value)))
+    if var.choices is not None and value not in var.choices:
+        raise VariableError("%s=%s is not one of %s." % (var.name, _shown(value), ", ".join(str(c) for c in var.choices)))
+    return value
+
+
+def _suffix(name):
+    return next((name[len(p):] for p in PREFIXES if name.startswith(p)), name)
+
+
+def _unknown(name):
+    # compared without the prefixes (they would make every name look close), so kubelet_gc_cleanup_pin finds
+    # kubenode_gc_cleanup_pin and kubenode_gc_keep_image finds kubenode_gc_keep_images
+    by_suffix = {}
+    for known in VARIABLES:
+        by_suffix.setdefault(_suffix(known), known)
+    close = [by_suffix[m] for m in difflib.get_close_matches(_suffix(name), list(by_suffix), n=1, cutoff=0.8)]
+    hint = "; did you mean %s?" % close[0] if close else " (see the kubenode.gc variables reference)."
+    return "%s is not a kubenode.gc variable%s" % (name, hint)
+
+
+def errors(values):
+    """The problems of the variables the user set (``values``: name -> value, every name with a collection prefix), one
+    sentence each, in the declaration's order (unknown names first)."""
+    out = []
+    for name in sorted(values):
+        if name.startswith(PREFIXES) and name not in VARIABLES and name not in INTERNAL:
+            out.append(_unknown(name))
+    converted = {}
+    for var in DECLARATION:
+        if var.name not in values:
+            continue
+        try:
+            converted[var.name] = convert(var, values[var.name])
+        except VariableError as exc:
+            out.append(str(exc))
+    for first, second in TOGETHER:
+        if (converted.get(first) is None) != (converted.get(second) is None) and (first in converted or second in converted):
+            given, missing = (first, second) if converted.get(first) is not None else (second, first)
+            out.append("%s is set but %s is not: set both or neither." % (given, missing))
+    for low, high in BELOW:
+        if converted.get(low) is not None and converted.get(high) is not None and converted[low] >= converted[high]:
+            out.append("%s=%s must be below %s=%s." % (low, _shown(values[low]), high, _shown(values[high])))
+    for minimum, maximum in AGES:
+        lo, hi = converted.get(minimum), converted.get(maximum)
+        if lo is not None and hi is not None and 0 < hi <= lo:
+            out.append("%s=%s must be greater than %s=%s (or 0s: off)." % (maximum, _shown(values[maximum]), minimum, format_duration(lo)))
+    return out
+
+
+def first_error(values):
+    """The first problem (one sentence, with how many more there are); "" when every variable is right."""
+    found = errors(values)
+    if not found:
+        return ""
+    if len(found) == 1:
+        return found[0]
+    return "%s (and %d more problem(s) with the kubenode.gc variables)." % (found[0].rstrip(".?"), len(found) - 1)
