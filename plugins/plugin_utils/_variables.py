@@ -194,6 +194,7 @@ VARIABLES = {v.name: v for v in DECLARATION}
 # set by the playbooks and roles themselves (facts, registered results): accepted, never checked
 INTERNAL = frozenset((
     "kubenode_gc_audit_hosts", "kubenode_gc_audit_node", "kubenode_gc_cleanup_hosts", "kubenode_gc_cleanup_node",
+    "kubenode_gc_cleanup_waves", "kubenode_gc_cleanup_stopped",
     "kubenode_gc_report", "kubenode_gc_report_history", "kubelet_gc_result", "containerd_storage_result", "crio_storage_result",
     "node_prereqs_python",
 ))
