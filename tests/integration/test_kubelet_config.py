@@ -389,7 +389,7 @@ KUBESPRAY_SETTINGS = {"imageGCHighThresholdPercent": 90, "imageGCLowThresholdPer
 
 
 def kubespray_config():
-    with open(os.path.join(FIXTURES, "kubelet-config.yaml"), "rb") as f:
+    with open(os.path.join(FIXTURES, "kubelet-config.yaml.rendered"), "rb") as f:
         return f.read()
 
 

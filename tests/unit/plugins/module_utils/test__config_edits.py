@@ -25,7 +25,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._toml_edit import keep
 from ansible_collections.kubenode.gc.plugins.modules import kubelet_config, runtime_config
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "kubespray")
-KUBESPRAY_KUBELET = open(os.path.join(FIXTURES, "kubelet-config.yaml"), encoding="utf-8").read()
+KUBESPRAY_KUBELET = open(os.path.join(FIXTURES, "kubelet-config.yaml.rendered"), encoding="utf-8").read()
 KUBESPRAY_TOML = open(os.path.join(FIXTURES, "config.toml"), encoding="utf-8").read()
 
 KUBELET = """\
