@@ -73,7 +73,7 @@ class ContainerdClient:
         fn = self._callables[key] = make(
             "/%s/%s" % (full, method),
             request_serializer=getattr(module, desc.input_type.name).SerializeToString,
-            response_deserializer=getattr(module, desc.output_type.name).FromString,
+            response_deserializer=_deserializer(module, desc.output_type),
         )
         return fn
 
@@ -186,6 +186,13 @@ class ContainerdClient:
 
     def containers(self, namespace):
         return list(self._call("containers", "List", namespace, containers_pb.ListContainersRequest()).containers)
+
+
+def _deserializer(module, message):
+    """The response parser of a method: its message class, or nothing for google.protobuf.Empty (not in the module)."""
+    if message.full_name == "google.protobuf.Empty":
+        return bytes  # the raw (empty) answer: gRPC takes a None result for a failed deserialization
+    return getattr(module, message.name).FromString
 
 
 class _Future:
