@@ -102,28 +102,47 @@ def kept_snapshot(runtime, namespace, key, size):
 
 
 def create_all(runtime, logs_dir):
-    """Create one object of every kind; return what a test needs to check them (ids, names)."""
-    made = {}
-    runtime.import_images([ImageSpec("registry.k8s.io/storage-k8s:1", size=SIZES["k8s_image"])])
+    """Create one object of every kind, measuring each step's bytes with statvfs; return (ids, {step: bytes created})."""
+    made, created = {}, {}
+    mountpoint = runtime.imagefs_mountpoint
+
+    def step(name, fn, *args):
+        before = used_bytes(mountpoint)
+        value = fn(*args)
+        created[name] = used_bytes(mountpoint) - before
+        return value
+
+    step("k8s_image", runtime.import_images, [ImageSpec("registry.k8s.io/storage-k8s:1", size=SIZES["k8s_image"])])
     sandbox = runtime.run_pod("storage", namespace="storage-ns")
     command = ["/bin/sh", "-c", "dd if=/dev/urandom of=/writable bs=1048576 count=%d 2>/dev/null; exec sleep 2147483647"
                % (SIZES["writable"] // MIB)]
-    made["container"] = runtime.add_container(sandbox, "writer", "registry.k8s.io/storage-k8s:1", command=command)
-    pod_dir = os.path.join(logs_dir, "storage-ns_storage_uid-storage-ns-storage", "writer")
-    os.makedirs(pod_dir, exist_ok=True)
-    with open(os.path.join(pod_dir, "0.log"), "wb") as f:
-        f.write(random.Random("log").randbytes(SIZES["log"]))
-    import_into(runtime, "moby", [ImageSpec("docker.io/library/moby-only:1", size=SIZES["moby_image"], share_base=False)])
-    import_into(runtime, "default", [ImageSpec("docker.io/library/default-only:1", size=SIZES["default_image"], share_base=False)])
-    stale_ingest(runtime, "default", "stale-ingest-1", SIZES["ingest"])
+
+    def writer():
+        cid = runtime.add_container(sandbox, "writer", "registry.k8s.io/storage-k8s:1", command=command)
+        assert wait_writable(runtime, cid, SIZES["writable"]) >= SIZES["writable"]
+        return cid
+
+    made["container"] = step("writable", writer)
+    made["log_dir"] = os.path.join(logs_dir, "storage-ns_storage_uid-storage-ns-storage")
+
+    def log():
+        os.makedirs(os.path.join(made["log_dir"], "writer"), exist_ok=True)
+        with open(os.path.join(made["log_dir"], "writer", "0.log"), "wb") as f:
+            f.write(random.Random("log").randbytes(SIZES["log"]))
+
+    step("log", log)
+    step("moby_image", import_into, runtime, "moby", [ImageSpec("docker.io/library/moby-only:1", size=SIZES["moby_image"], share_base=False)])
+    step("default_image", import_into, runtime, "default",
+         [ImageSpec("docker.io/library/default-only:1", size=SIZES["default_image"], share_base=False)])
+    step("ingest", stale_ingest, runtime, "default", "stale-ingest-1", SIZES["ingest"])
     made["expired_lease"] = "expired-lease-1"
-    leased_blob(runtime, "default", made["expired_lease"], SIZES["expired_lease"], "1s")
+    step("expired_lease", leased_blob, runtime, "default", made["expired_lease"], SIZES["expired_lease"], "1s")
     made["old_lease"] = "old-lease-1"
-    leased_blob(runtime, "default", made["old_lease"], SIZES["old_lease"], "0")
+    step("old_lease", leased_blob, runtime, "default", made["old_lease"], SIZES["old_lease"], "0")
     made["snapshot"] = "kept-snapshot-1"
-    kept_snapshot(runtime, "default", made["snapshot"], SIZES["snapshot"])
-    time.sleep(2)  # the lease expires, the ingest is idle for more than a second
-    return made
+    step("snapshot", kept_snapshot, runtime, "default", made["snapshot"], SIZES["snapshot"])
+    time.sleep(2)  # the first lease expires, the ingest is idle for more than a second
+    return made, created
 
 
 def wait_writable(runtime, cid, want, timeout=30):
