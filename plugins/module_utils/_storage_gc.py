@@ -92,8 +92,10 @@ def _run_locked(client, opts, check_mode, result):
     api = ContainerdClient(client)
     inventory = _inventory.read(api)
     _inventory.fill_usage(api, inventory, _storage_policy.needs_usage(inventory, cri_container_snapshots=False))
+    # listed after containerd's metadata: a sandbox started since has a lease the plan cannot have seen
+    sandboxes = [s.id for s in client.list_pod_sandbox()]
     steps = _storage_policy.plan(inventory, opts["namespaces"], keep_matcher(opts["keep_images"]), opts["ingest_max_age"],
-                                 opts["lease_max_age"], time.time_ns())
+                                 opts["lease_max_age"], time.time_ns(), sandboxes=sandboxes)
     result["plan"] = [{k: s[k] for k in ("kind", "namespace", "id", "bytes")} for s in steps]
     if check_mode or not steps:
         return

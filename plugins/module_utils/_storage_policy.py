@@ -274,18 +274,23 @@ def nodefs_categories(used_bytes, volumes, logs):
     return result
 
 
-def plan(inventory, namespaces, keep, ingest_max_age_ns, lease_max_age_ns, now_ns):
+def plan(inventory, namespaces, keep, ingest_max_age_ns, lease_max_age_ns, now_ns, sandboxes=()):
     """storage_gc's plan: [{kind, namespace, id, bytes}] in the order they are freed.
 
     ``namespaces``: the containerd namespaces whose images go; ``keep``: a predicate on an image
     record ({"id", "repo_tags", "repo_digests"}) or None; ages in ns (``lease_max_age_ns`` None: only
-    expired leases). Bytes are each object's share as ``attribute`` counts it."""
+    expired leases); ``sandboxes``: ids of the CRI's pod sandboxes, whose k8s.io leases (containerd 2.x holds the
+    image volumes of a pod through a lease named after its sandbox) are never planned. Bytes are each object's
+    share as ``attribute`` counts it."""
     full = _all_objects(inventory, now_ns)
     steps = []
     for ing in full["stale_ingests"]:
         if ingest_max_age_ns is not None and ing["idle_seconds"] is not None and ing["idle_seconds"] * 1000000000 > ingest_max_age_ns:
             steps.append({"kind": "ingest", "namespace": ing["namespace"], "id": ing["id"], "bytes": ing["bytes"]})
+    live = {(CRI_NAMESPACE, s) for s in sandboxes}
     for lease in full["leased"]:
+        if (lease["namespace"], lease["id"]) in live:
+            continue
         old = lease_max_age_ns is not None and lease["age_seconds"] is not None and lease["age_seconds"] * 1000000000 > lease_max_age_ns
         if lease["expired"] or old:
             steps.append({"kind": "lease", "namespace": lease["namespace"], "id": lease["id"], "bytes": lease["bytes"]})

@@ -25,7 +25,8 @@ description:
     after the lease's C(containerd.io/gc.expire) label has passed, and a lease without that label lives for ever (pulls
     hold one for 24 hours by default, containerd/containerd#4667). The module deletes leases whose expiry has passed (the GC
     would delete them at its next run anyway) and, with O(lease_max_age), leases created longer ago than that; what a lease
-    held is then collected only if nothing else references it."
+    held is then collected only if nothing else references it. It never deletes the lease containerd 2.x's CRI keeps for a
+    pod sandbox that still exists (named after the sandbox, it holds the pod's image volumes)."
   - "B(Images of other namespaces) (moby, buildkit, default, ...): the GC keeps an image record and everything it references
     for ever; the kubelet sees only C(k8s.io). The module deletes the image records of O(namespaces) (never C(k8s.io)),
     except those O(keep_images) matches and those a container of that namespace was created from; their blobs and

@@ -93,12 +93,15 @@ class ContainerdClient:
             raise self._error(service, method, namespace, exc) from None
 
     def _stream(self, service, method, namespace, request, field):
-        """All items of a server-streaming List (each response carries a batch in ``field``)."""
+        """All items of a server-streaming List (each response carries a batch in ``field``, or is the item when it is None)."""
         fn, metadata = self._prepare(service, method, namespace)
         items = []
         try:
             for response in fn(request, timeout=self.cri.timeout, metadata=metadata):
-                items.extend(getattr(response, field))
+                if field is None:
+                    items.append(response)
+                else:
+                    items.extend(getattr(response, field))
         except grpc.RpcError as exc:
             raise self._error(service, method, namespace, exc) from None
         return items
@@ -185,7 +188,8 @@ class ContainerdClient:
     # -- containers -----------------------------------------------------------------------
 
     def containers(self, namespace):
-        return list(self._call("containers", "List", namespace, containers_pb.ListContainersRequest()).containers)
+        """Every container record of the namespace (ListStream: one message per container)."""
+        return [m.container for m in self._stream("containers", "ListStream", namespace, containers_pb.ListContainersRequest(), None)]
 
 
 def _deserializer(module, message):

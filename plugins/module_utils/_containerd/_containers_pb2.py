@@ -20,13 +20,13 @@ SERIALIZED_FILE = (
     b'\x05image\x12 \n\x0bsnapshotter\x18\x06 \x01(\tR\x0bsnapshotter\x12!\n\x0csnap'
     b'shot_key\x18\x07 \x01(\tR\x0bsnapshotKey\x1a9\n\x0bLabelsEntry\x12\x10\n\x03ke'
     b'y\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x028\x01"1\n\x15ListCo'
-    b'ntainersRequest\x12\x18\n\x07filters\x18\x01 \x03(\tR\x07filters"f\n\x16Lis'
-    b'tContainersResponse\x12L\n\ncontainers\x18\x01 \x03(\x0b2,.contai'
-    b'nerd.services.containers.v1.ContainerR\ncontainer'
-    b's2\x89\x01\n\nContainers\x12{\n\x04List\x128.containerd.services.c'
-    b'ontainers.v1.ListContainersRequest\x1a9.containerd.'
-    b'services.containers.v1.ListContainersResponseb\x06p'
-    b'roto3'
+    b'ntainersRequest\x12\x18\n\x07filters\x18\x01 \x03(\tR\x07filters"b\n\x14Lis'
+    b'tContainerMessage\x12J\n\tcontainer\x18\x01 \x01(\x0b2,.container'
+    b'd.services.containers.v1.ContainerR\tcontainer2\x90\x01'
+    b'\n\nContainers\x12\x81\x01\n\nListStream\x128.containerd.service'
+    b's.containers.v1.ListContainersRequest\x1a7.containe'
+    b'rd.services.containers.v1.ListContainerMessage0\x01'
+    b'b\x06proto3'
 )
 
 try:

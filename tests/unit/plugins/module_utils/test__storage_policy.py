@@ -111,3 +111,11 @@ def test_lease_max_age_takes_unexpired_leases():
 ])
 def test_parse_rfc3339(text, expected):
     assert P.parse_rfc3339(text) == expected
+
+
+def test_a_live_sandboxs_lease_is_never_planned():
+    inv = inventory()
+    inv["k8s.io"]["leases"].append({"id": "sandbox-1", "created_ns": NOW - 10**12, "labels": {}, "resources": []})
+    steps = P.plan(inv, [], None, 10**18, 1, NOW, sandboxes=["sandbox-1"])
+    assert "sandbox-1" not in [s["id"] for s in steps]
+    assert "sandbox-1" in [s["id"] for s in P.plan(inv, [], None, 10**18, 1, NOW)]
