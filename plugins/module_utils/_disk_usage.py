@@ -18,14 +18,14 @@ from __future__ import annotations
 import os
 import time
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _snapshot, _storage_policy
+from ansible_collections.kubenode.gc.plugins.module_utils import _crio_storage, _snapshot, _storage_policy
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _inventory
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd._client import ContainerdClient
 from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
 
 # what disk_usage cannot see on cri-o (containers/storage has no namespaces, ingests or leases)
-CRIO_NOT_VISIBLE = ("other_namespace_images", "stale_ingests", "leased", "unreferenced_snapshots")
+CRIO_NOT_VISIBLE = ("other_namespace_images", "stale_ingests", "leased")
 
 
 def options(params):
@@ -121,7 +121,8 @@ def run(client, opts, check_mode=False):
     version = client.version()
     runtime = {"name": version.runtime_name, "version": version.runtime_version, "endpoint": client.endpoint}
     result = {"changed": False, "runtime": runtime, "warnings": []}
-    imagefs = _snapshot.image_filesystem(_snapshot.read_imagefs(client))
+    filesystems = _snapshot.read_imagefs(client)
+    imagefs = _snapshot.image_filesystem(filesystems)
     if imagefs is None:
         raise KubenodeGcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint, result=result)
     try:
@@ -141,11 +142,18 @@ def run(client, opts, check_mode=False):
         categories = _storage_policy.attribute(inventory, used, writable, logs if logs_dev == image_dev else None, now)
         not_visible = []
     else:
-        categories = _crio_categories(client, used, writable, logs if logs_dev == image_dev else None)
-        not_visible = list(CRIO_NOT_VISIBLE)
+        storage = _crio_storage.read(_crio_storage.roots([fs["mountpoint"] for fs in filesystems]))
+        if storage["unreadable"] or not storage["images"]:
+            categories = _crio_categories(client, used, writable, logs if logs_dev == image_dev else None)
+            not_visible = list(CRIO_NOT_VISIBLE) + ["unreferenced_snapshots"]
+            what = "the CRI's image sizes (containers/storage's files %s are not readable)" % ", ".join(storage["unreadable"] or ["(none found)"])
+        else:
+            categories = _crio_storage.attribute(storage, used, writable, logs if logs_dev == image_dev else None)
+            not_visible = list(CRIO_NOT_VISIBLE)
+            what = "containers/storage's images and layers (unreferenced_snapshots: layers no image or container references)"
         result["warnings"].append(
-            "On %s disk_usage sees what the CRI reports (images, writable layers) and the logs; it cannot see %s, which count as unaccounted."
-            % (runtime["name"], ", ".join(not_visible)))
+            "On %s disk_usage sees %s, the writable layers and the logs; it cannot see %s (containers/storage has no namespaces, "
+            "ingests or leases), which count as unaccounted." % (runtime["name"], what, ", ".join(not_visible)))
     result.update(mountpoint=imagefs["mountpoint"], used_bytes=used, categories=categories, not_visible=not_visible, nodefs=None)
     if root_dev is not None and root_dev != image_dev:
         node_used, _dev_ = used_bytes(opts["kubelet_root_dir"])
@@ -161,7 +169,7 @@ def run(client, opts, check_mode=False):
 
 
 def _crio_categories(client, used, writable, logs):
-    """cri-o: images (the CRI's sizes) and writable layers; containers/storage has no namespaces, ingests or leases."""
+    """cri-o when its storage files cannot be read: images (the CRI's sizes) and writable layers."""
     images = []
     for img in client.list_images():
         name = next(iter(img.repo_tags), None) or img.id
@@ -172,7 +180,7 @@ def _crio_categories(client, used, writable, logs):
     cats["container_logs"] = logs or []
     result = {}
     for name in _storage_policy.CATEGORIES:
-        if name in CRIO_NOT_VISIBLE:
+        if name in CRIO_NOT_VISIBLE or name == "unreferenced_snapshots":
             result[name] = None
         elif name != "unaccounted":
             objs = sorted(cats[name], key=lambda o: (-o["bytes"], o["id"]))

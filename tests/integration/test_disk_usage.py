@@ -88,10 +88,13 @@ def _crio(ansible, runtime, args):
     res = ansible.module("kubenode.gc.disk_usage", args, check=True)
     assert not res.get("failed"), res.get("msg")
     cats = res["categories"]
-    assert set(res["not_visible"]) == {"other_namespace_images", "stale_ingests", "leased", "unreferenced_snapshots"}
+    # containers/storage's own files are read: images and layers; it has no namespaces, ingests or leases
+    assert set(res["not_visible"]) == {"other_namespace_images", "stale_ingests", "leased"}
     assert all(cats[name] is None for name in res["not_visible"])
-    sizes = {img.repo_tags[0]: img.size for img in runtime.client.list_images() if img.repo_tags}
-    assert by_id(cats["k8s_images"], "name")["registry.k8s.io/storage-k8s:1"]["bytes"] == sizes["registry.k8s.io/storage-k8s:1"]
+    assert cats["unreferenced_snapshots"]["bytes"] == 0  # every layer belongs to an image or a container
+    # the image's layer chain (uncompressed) and its own data: the filler dominates, shared busybox goes to the first image by name
+    got = by_id(cats["k8s_images"], "name")["registry.k8s.io/storage-k8s:1"]["bytes"]
+    assert so.SIZES["k8s_image"] <= got <= so.SIZES["k8s_image"] * 1.1 + 4 * so.MIB
     assert cid in by_id(cats["writable_layers"])
     assert sum(c["bytes"] for c in cats.values() if c) == res["used_bytes"]
     assert any("cannot see" in w for w in res.get("warnings", []))
