@@ -108,8 +108,7 @@ def attribute(storage, used_bytes, writable, logs):
     result = {}
     for name in _storage_policy.CATEGORIES:
         if name in cats:
-            objs = sorted(cats[name], key=lambda o: (-o["bytes"], o["id"]))
-            result[name] = {"bytes": sum(o["bytes"] for o in objs), "objects": objs[:_storage_policy.OBJECTS_SHOWN]}
+            result[name] = _storage_policy.summarise(cats[name])
         else:
             result[name] = None
     result["unaccounted"] = {"bytes": used_bytes - sum(c["bytes"] for c in result.values() if c), "objects": []}

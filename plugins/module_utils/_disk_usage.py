@@ -183,8 +183,7 @@ def _crio_categories(client, used, writable, logs):
         if name in CRIO_NOT_VISIBLE or name == "unreferenced_snapshots":
             result[name] = None
         elif name != "unaccounted":
-            objs = sorted(cats[name], key=lambda o: (-o["bytes"], o["id"]))
-            result[name] = {"bytes": sum(o["bytes"] for o in objs), "objects": objs[:_storage_policy.OBJECTS_SHOWN]}
+            result[name] = _storage_policy.summarise(cats[name])
     result["unaccounted"] = {"bytes": used - sum(c["bytes"] for c in result.values() if c), "objects": []}
     return {name: result[name] for name in _storage_policy.CATEGORIES}
 

@@ -78,9 +78,12 @@ def run(client, opts, check_mode=False):
         result["supported"] = False
         result["warnings"].append(CRIO_WARNING % version.runtime_name)
         return result
+    if check_mode:
+        _run_locked(client, opts, True, result)
+        return result
     lock_warnings = []
     with _ledger.NodeLock(_ledger.node_lock_path(client.endpoint), opts["lock_timeout"], what="storage_gc", warnings=lock_warnings):
-        _run_locked(client, opts, check_mode, result)
+        _run_locked(client, opts, False, result)
     result["warnings"][:0] = lock_warnings
     return result
 

@@ -28,6 +28,9 @@ snapshots are per namespace on disk.
 
 from __future__ import annotations
 
+import calendar
+import re
+
 CRI_NAMESPACE = "k8s.io"
 CATEGORIES = ("k8s_images", "other_namespace_images", "writable_layers", "container_logs", "stale_ingests", "leased",
               "unreferenced_snapshots", "unaccounted")
@@ -126,9 +129,6 @@ def expire_ns(lease):
 
 def parse_rfc3339(text):
     """RFC 3339 (as Go's time.RFC3339 writes it) -> ns since the epoch, or None."""
-    import calendar
-    import re
-
     m = re.match(r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$", text.strip())
     if not m:
         return None
@@ -166,9 +166,10 @@ class _Claims:
         return total
 
 
-def _category(objects):
-    objects = sorted(objects, key=lambda o: (-o["bytes"], o.get("namespace") or "", o.get("id") or o.get("name") or ""))
-    return {"bytes": sum(o["bytes"] for o in objects), "objects": objects[:OBJECTS_SHOWN]}
+def summarise(items):
+    """A category as returned: {"bytes": the sum, "objects": the OBJECTS_SHOWN largest, largest first}."""
+    items = sorted(items, key=lambda o: (-o["bytes"], o.get("namespace") or "", o.get("id") or o.get("name") or ""))
+    return {"bytes": sum(o["bytes"] for o in items), "objects": items[:OBJECTS_SHOWN]}
 
 
 def needs_usage(inventory, cri_container_snapshots=True):
@@ -187,59 +188,75 @@ def needs_usage(inventory, cri_container_snapshots=True):
     return out
 
 
+def _namespaces(inventory):
+    """k8s.io first (its images claim shared blobs), then the others by name."""
+    return [n for n in [CRI_NAMESPACE] + sorted(n for n in inventory if n != CRI_NAMESPACE) if n in inventory]
+
+
+def objects(inventory, now_ns):
+    """Every object of the containerd categories, each with the bytes it alone holds, in claim order (the one walk
+    attribute() and plan() share): {category: [object]}. Image objects carry ``names`` (every record) and ``in_use``
+    (a container of its namespace was created from one of them); unreferenced snapshots come children first."""
+    claims = _Claims(inventory)
+    out = {"k8s_images": [], "other_namespace_images": [], "writable_layers": [], "stale_ingests": [], "leased": [],
+           "unreferenced_snapshots": []}
+    namespaces = _namespaces(inventory)
+    for namespace in namespaces:
+        ns = inventory[namespace]
+        used = {c["image"] for c in ns["containers"]}
+        category = "k8s_images" if namespace == CRI_NAMESPACE else "other_namespace_images"
+        for shown, names, target in image_groups(ns):
+            size = claims.take(namespace, *reach(ns, [target], []))
+            out[category].append({"namespace": namespace, "name": shown, "id": target, "bytes": size, "names": names,
+                                  "in_use": bool(used & set(names))})
+    for namespace in namespaces:
+        ns = inventory[namespace]
+        for c in ns["containers"]:
+            # k8s.io containers' active snapshots have no size here: the CRI measures them (attribute's ``writable``)
+            size = claims.take(namespace, *reach(ns, *container_roots(c)))
+            if namespace != CRI_NAMESPACE:
+                out["writable_layers"].append({"namespace": namespace, "id": c["id"], "name": c["image"], "bytes": size})
+    seen = set()
+    for namespace in namespaces:
+        for ing in inventory[namespace]["ingests"]:
+            if ing["ref"] not in seen:
+                seen.add(ing["ref"])
+                out["stale_ingests"].append({"namespace": namespace, "id": ing["ref"], "bytes": ing["offset"], "total_bytes": ing["total"],
+                                             "age_seconds": _age(now_ns, ing["started_ns"]), "idle_seconds": _age(now_ns, ing["updated_ns"])})
+    for namespace in namespaces:
+        ns = inventory[namespace]
+        for lease in sorted(ns["leases"], key=lambda item: item["id"]):
+            contents, snaps, _ingests = lease_roots(lease)
+            out["leased"].append({"namespace": namespace, "id": lease["id"], "bytes": claims.take(namespace, *reach(ns, contents, snaps)),
+                                  "expires": lease["labels"].get(LEASE_EXPIRE), "expired": expired(lease, now_ns),
+                                  "age_seconds": _age(now_ns, lease["created_ns"])})
+    for namespace in namespaces:
+        ns = inventory[namespace]
+        for ref in _leaves_first(ns, unreferenced_snapshots(inventory, namespace, claims.snapshots)):
+            out["unreferenced_snapshots"].append({"namespace": namespace, "id": ref[1], "snapshotter": ref[0],
+                                                  "bytes": claims.take(namespace, (), [ref]),
+                                                  "gc_root": GC_ROOT in ns["snapshots"][ref]["labels"]})
+    return out
+
+
+# keys of objects() that only the plan needs
+_INTERNAL = ("names", "in_use")
+
+
 def attribute(inventory, used_bytes, writable, logs, now_ns):
     """The image filesystem's categories.
 
     ``writable``: [{"namespace", "id", "name", "bytes"}] of the CRI's containers (ListContainerStats);
-    ``logs``: [{"namespace", "name", "bytes"}] per pod, or None when the logs are on another filesystem.
+    ``logs``: [{"namespace", "name", "id", "bytes"}] per pod, or None when the logs are on another filesystem.
     Returns {category: {"bytes", "objects"}}; ``unaccounted`` has no objects."""
-    claims = _Claims(inventory)
-    cats = {name: [] for name in CATEGORIES}
-    namespaces = [CRI_NAMESPACE] + sorted(n for n in inventory if n != CRI_NAMESPACE)
-    namespaces = [n for n in namespaces if n in inventory]
-    for namespace in namespaces:
-        ns = inventory[namespace]
-        category = "k8s_images" if namespace == CRI_NAMESPACE else "other_namespace_images"
-        for shown, _names, target in image_groups(ns):
-            digests, snaps = reach(ns, [target], [])
-            cats[category].append({"namespace": namespace, "name": shown, "id": target, "bytes": claims.take(namespace, digests, snaps)})
-    for namespace in namespaces:
-        ns = inventory[namespace]
-        for c in ns["containers"]:
-            # k8s.io containers' active snapshots have no size here: the CRI measures them (writable below)
-            size = claims.take(namespace, *reach(ns, *container_roots(c)))
-            if namespace != CRI_NAMESPACE:
-                cats["writable_layers"].append({"namespace": namespace, "id": c["id"], "name": c["image"], "bytes": size})
-    for w in writable:
-        cats["writable_layers"].append(dict(w))
-    seen_ingests = set()
-    for namespace in namespaces:
-        for ing in inventory[namespace]["ingests"]:
-            if ing["ref"] in seen_ingests:
-                continue
-            seen_ingests.add(ing["ref"])
-            cats["stale_ingests"].append({"namespace": namespace, "id": ing["ref"], "bytes": ing["offset"], "total_bytes": ing["total"],
-                                          "age_seconds": _age(now_ns, ing["started_ns"]), "idle_seconds": _age(now_ns, ing["updated_ns"])})
-    for namespace in namespaces:
-        ns = inventory[namespace]
-        for lease in sorted(ns["leases"], key=lambda l: l["id"]):
-            contents, snaps, _ingests = lease_roots(lease)
-            digests, snaps = reach(ns, contents, snaps)
-            expire = lease["labels"].get(LEASE_EXPIRE)
-            cats["leased"].append({"namespace": namespace, "id": lease["id"], "bytes": claims.take(namespace, digests, snaps),
-                                   "expires": expire, "expired": expired(lease, now_ns), "age_seconds": _age(now_ns, lease["created_ns"])})
-    for namespace in namespaces:
-        ns = inventory[namespace]
-        for ref in sorted(unreferenced_snapshots(inventory, namespace, claims.snapshots)):
-            size = claims.take(namespace, (), [ref])
-            cats["unreferenced_snapshots"].append({"namespace": namespace, "id": ref[1], "snapshotter": ref[0], "bytes": size,
-                                                   "gc_root": GC_ROOT in ns["snapshots"][ref]["labels"]})
-    if logs is not None:
-        cats["container_logs"] = list(logs)
-    result = {name: _category(objs) for name, objs in cats.items() if name != "unaccounted"}
-    counted = sum(c["bytes"] for c in result.values())
-    result["unaccounted"] = {"bytes": used_bytes - counted, "objects": []}
-    return {name: result[name] for name in CATEGORIES}
+    cats = objects(inventory, now_ns)
+    cats["writable_layers"] += [dict(w) for w in writable]
+    cats["container_logs"] = list(logs or [])
+    result = {}
+    for name in CATEGORIES[:-1]:
+        result[name] = summarise([{k: v for k, v in o.items() if k not in _INTERNAL} for o in cats[name]])
+    result["unaccounted"] = {"bytes": used_bytes - sum(c["bytes"] for c in result.values()), "objects": []}
+    return result
 
 
 def unreferenced_snapshots(inventory, namespace, claimed):
@@ -269,20 +286,21 @@ def _age(now_ns, then_ns):
 
 def nodefs_categories(used_bytes, volumes, logs):
     """The kubelet root filesystem's categories (pod_volumes, container_logs, unaccounted)."""
-    result = {"pod_volumes": _category(volumes), "container_logs": _category(logs or [])}
+    result = {"pod_volumes": summarise(volumes), "container_logs": summarise(logs or [])}
     result["unaccounted"] = {"bytes": used_bytes - result["pod_volumes"]["bytes"] - result["container_logs"]["bytes"], "objects": []}
     return result
 
 
 def plan(inventory, namespaces, keep, ingest_max_age_ns, lease_max_age_ns, now_ns, sandboxes=()):
-    """storage_gc's plan: [{kind, namespace, id, bytes}] in the order they are freed.
+    """storage_gc's plan: [{kind, namespace, id, bytes}] in the order they are freed (plus ``snapshotter`` for snapshots).
 
     ``namespaces``: the containerd namespaces whose images go; ``keep``: a predicate on an image
-    record ({"id", "repo_tags", "repo_digests"}) or None; ages in ns (``lease_max_age_ns`` None: only
-    expired leases); ``sandboxes``: ids of the CRI's pod sandboxes, whose k8s.io leases (containerd 2.x holds the
-    image volumes of a pod through a lease named after its sandbox) are never planned. Bytes are each object's
-    share as ``attribute`` counts it."""
-    full = _all_objects(inventory, now_ns)
+    record ({"id", "repo_tags", "repo_digests"}) or None; ages in ns (``ingest_max_age_ns`` None: no ingest;
+    ``lease_max_age_ns`` None: only expired leases); ``sandboxes``: ids of the CRI's pod sandboxes, whose k8s.io
+    leases (containerd 2.x holds the image volumes of a pod through a lease named after its sandbox) are never
+    planned. Bytes are each object's share as ``attribute`` counts it; an image with several names is planned once
+    per name, its bytes on the first."""
+    full = objects(inventory, now_ns)
     steps = []
     for ing in full["stale_ingests"]:
         if ingest_max_age_ns is not None and ing["idle_seconds"] is not None and ing["idle_seconds"] * 1000000000 > ingest_max_age_ns:
@@ -294,59 +312,18 @@ def plan(inventory, namespaces, keep, ingest_max_age_ns, lease_max_age_ns, now_n
         old = lease_max_age_ns is not None and lease["age_seconds"] is not None and lease["age_seconds"] * 1000000000 > lease_max_age_ns
         if lease["expired"] or old:
             steps.append({"kind": "lease", "namespace": lease["namespace"], "id": lease["id"], "bytes": lease["bytes"]})
-    wanted = set(namespaces)
+    wanted = set(namespaces) - {CRI_NAMESPACE}
     for img in full["other_namespace_images"]:
-        if img["namespace"] not in wanted:
+        if img["namespace"] not in wanted or img["in_use"]:
             continue
         record = {"id": img["id"], "repo_tags": [n for n in img["names"] if not n.startswith("sha256:")], "repo_digests": []}
         if keep is not None and keep(record):
             continue
-        if img["in_use"]:
-            continue
-        for name in img["names"]:
-            steps.append({"kind": "image", "namespace": img["namespace"], "id": name, "bytes": img["bytes"] if name == img["names"][0] else 0})
+        for n, name in enumerate(img["names"]):
+            steps.append({"kind": "image", "namespace": img["namespace"], "id": name, "bytes": img["bytes"] if n == 0 else 0})
     for snap in full["unreferenced_snapshots"]:
         steps.append({"kind": "snapshot", "namespace": snap["namespace"], "id": snap["id"], "bytes": snap["bytes"], "snapshotter": snap["snapshotter"]})
     return steps
-
-
-def _all_objects(inventory, now_ns):
-    """Every object of the categories storage_gc frees (not only the largest), with what the plan needs."""
-    claims = _Claims(inventory)
-    out = {"other_namespace_images": [], "stale_ingests": [], "leased": [], "unreferenced_snapshots": []}
-    namespaces = [n for n in [CRI_NAMESPACE] + sorted(n for n in inventory if n != CRI_NAMESPACE) if n in inventory]
-    for namespace in namespaces:
-        ns = inventory[namespace]
-        used = {c["image"] for c in ns["containers"]}
-        for shown, names, target in image_groups(ns):
-            digests, snaps = reach(ns, [target], [])
-            size = claims.take(namespace, digests, snaps)
-            if namespace != CRI_NAMESPACE:
-                out["other_namespace_images"].append({"namespace": namespace, "name": shown, "names": names, "id": target, "bytes": size,
-                                                      "in_use": bool(used & set(names))})
-    for namespace in namespaces:
-        ns = inventory[namespace]
-        for c in ns["containers"]:
-            claims.take(namespace, *reach(ns, *container_roots(c)))
-    seen = set()
-    for namespace in namespaces:
-        for ing in inventory[namespace]["ingests"]:
-            if ing["ref"] not in seen:
-                seen.add(ing["ref"])
-                out["stale_ingests"].append({"namespace": namespace, "id": ing["ref"], "bytes": ing["offset"], "idle_seconds": _age(now_ns, ing["updated_ns"])})
-    for namespace in namespaces:
-        ns = inventory[namespace]
-        for lease in sorted(ns["leases"], key=lambda l: l["id"]):
-            contents, snaps, _ingests = lease_roots(lease)
-            size = claims.take(namespace, *reach(ns, contents, snaps))
-            out["leased"].append({"namespace": namespace, "id": lease["id"], "bytes": size, "expired": expired(lease, now_ns),
-                                  "age_seconds": _age(now_ns, lease["created_ns"])})
-    for namespace in namespaces:
-        ns = inventory[namespace]
-        refs = unreferenced_snapshots(inventory, namespace, claims.snapshots)
-        for ref in _leaves_first(ns, refs):
-            out["unreferenced_snapshots"].append({"namespace": namespace, "id": ref[1], "snapshotter": ref[0], "bytes": claims.take(namespace, (), [ref])})
-    return out
 
 
 def _leaves_first(ns, refs):

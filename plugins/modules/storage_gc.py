@@ -88,7 +88,7 @@ options:
   lock_timeout:
     description:
       - Seconds to wait for another kubenode.gc run (image_gc, container_gc, storage_gc) on the same node and runtime endpoint
-        to finish before failing. A finite number, 0 or more. The lock is the one M(kubenode.gc.image_gc) documents.
+        to finish before failing (outside check mode). A finite number, 0 or more. The lock is the one M(kubenode.gc.image_gc) documents.
     type: float
     default: 300
 seealso:
