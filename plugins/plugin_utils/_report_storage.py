@@ -96,3 +96,31 @@ def add(nodes, raw_nodes):
         node["storage"] = breakdown(result)
         node["findings"].extend(findings(result, node["storage"]))
     return top_consumers(nodes)
+
+
+def _bytes(value):
+    return "-" if value is None else human_bytes(value)
+
+
+def markdown_top(report):
+    """The Markdown lines of the fleet's top consumers by category."""
+    top = report.get("storage_top") or {}
+    if not top:
+        return ["No node's disk use was attributed (kubenode.gc.disk_usage)."]
+    lines = ["| category | largest consumers |", "|---|---|"]
+    for name in CATEGORIES:
+        if top.get(name):
+            lines.append("| %s | %s |" % (name, ", ".join("%s %s" % (r["host"], human_bytes(r["bytes"])) for r in top[name][:5])))
+    return lines
+
+
+def markdown_node(node):
+    """The Markdown lines of one node's breakdown (none without one)."""
+    storage = node.get("storage")
+    if not storage:
+        return []
+    parts = ", ".join("%s %s" % (name, _bytes(value)) for name, value in storage["categories"].items() if value is None or value > 0)
+    lines = ["- Disk use of %s: %s" % (_bytes(storage["used_bytes"]), parts or "nothing attributed")]
+    if storage["nodefs"]:
+        lines.append("- Kubelet root filesystem: %s" % ", ".join("%s %s" % (k, _bytes(v)) for k, v in sorted(storage["nodefs"].items())))
+    return lines

@@ -50,3 +50,12 @@ def test_audit_report_carries_storage():
     assert "stale_ingests" in [f["code"] for f in node["findings"]]
     assert report["summary"]["findings"]["warning"] >= 1
     assert report["storage_top"]["k8s_images"] == [{"host": "n1", "bytes": 9 * MiB}]
+
+
+def test_markdown_shows_breakdown_and_top():
+    from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_md
+
+    report = ar.audit_report([{"host": "n1", "disk_usage": disk_usage(10 * MiB, k8s_images=9 * MiB, stale_ingests=MiB)}])
+    text = _report_md.render(report)
+    assert "## Disk use by category" in text and "| k8s_images | n1 9.0 MiB |" in text.replace("9 MiB", "9.0 MiB")
+    assert "- Disk use of 10" in text and "stale_ingests 1" in text
