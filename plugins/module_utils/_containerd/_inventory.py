@@ -59,8 +59,8 @@ def read(client, namespaces=None):
                     continue  # a snapshotter this containerd does not run
                 raise
             for info in infos:
-                rec["snapshots"][(snapshotter, info.name)] = {"parent": info.parent, "kind": int(info.kind), "labels": dict(info.labels),
-                                                             "created_ns": timestamp_ns(info.created_at), "size": None}
+                rec["snapshots"][(snapshotter, info.name)] = {
+                    "parent": info.parent, "kind": int(info.kind), "labels": dict(info.labels), "created_ns": timestamp_ns(info.created_at), "size": None}
         inventory[ns] = rec
     return inventory
 

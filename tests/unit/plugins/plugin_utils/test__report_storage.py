@@ -10,8 +10,9 @@ MiB = 1 << 20
 
 
 def disk_usage(used, **bytes_by_category):
-    cats = {name: {"bytes": 0, "objects": []} for name in ("k8s_images", "other_namespace_images", "writable_layers", "container_logs",
-                                                            "stale_ingests", "leased", "unreferenced_snapshots", "unaccounted")}
+    names = ("k8s_images", "other_namespace_images", "writable_layers", "container_logs", "stale_ingests", "leased", "unreferenced_snapshots",
+             "unaccounted")
+    cats = {name: {"bytes": 0, "objects": []} for name in names}
     for name, value in bytes_by_category.items():
         cats[name] = value if isinstance(value, dict) else {"bytes": value, "objects": []}
     return {"changed": False, "used_bytes": used, "categories": cats, "nodefs": None}
