@@ -109,8 +109,8 @@ categories:
     unaccounted: {"bytes": 1048576, "objects": []}
 nodefs:
   description:
-    - The kubelet root filesystem when it is another filesystem than the image filesystem, else V(null):
-      C(mountpoint), C(used_bytes) and C(categories) V(pod_volumes) (per pod uid), V(container_logs) and V(unaccounted).
+    - "The kubelet root filesystem when it is another filesystem than the image filesystem, else V(null):
+      C(mountpoint), C(used_bytes) and C(categories) V(pod_volumes) (per pod uid), V(container_logs) and V(unaccounted)."
   returned: success
   type: dict
 not_visible:

@@ -122,9 +122,9 @@ supported:
   type: bool
 plan:
   description:
-    - What the run frees, in order (C(kind) V(ingest), V(lease), V(image) or V(snapshot); C(namespace); C(id): the ingest
+    - "What the run frees, in order (C(kind) V(ingest), V(lease), V(image) or V(snapshot); C(namespace); C(id): the ingest
       ref, lease id, image name or snapshot key; C(bytes): the bytes only this object holds, as M(kubenode.gc.disk_usage)
-      attributes them). The same in check mode and for real.
+      attributes them). The same in check mode and for real."
   returned: always
   type: list
   elements: dict
