@@ -106,10 +106,10 @@ def pod_volumes(walker, kubelet_root):
     return out
 
 
-def writable_layers(client):
-    """The CRI's writable layer of every container (ListContainerStats, one call)."""
+def writable_layers(pending):
+    """The CRI's writable layer of every container, from one ListContainerStats call started with call_async."""
     out = []
-    for s in client.call("ListContainerStats").stats:
+    for s in pending.result().stats:
         labels = s.attributes.labels
         size = s.writable_layer.used_bytes.value if s.HasField("writable_layer") and s.writable_layer.HasField("used_bytes") else 0
         out.append({"namespace": labels.get(_snapshot.POD_NAMESPACE_LABEL), "id": s.attributes.id, "name": s.attributes.metadata.name, "bytes": int(size)})
@@ -130,7 +130,8 @@ def run(client, opts, check_mode=False):
     except OSError as exc:
         raise KubenodeGcError("Cannot statvfs the image filesystem %s: %s." % (imagefs["mountpoint"], exc.strerror or exc), result=result) from None
     walker = Walker(opts["walk_limit"])
-    writable = writable_layers(client)
+    # the runtime gathers every container's stats while containerd's own lists are read
+    stats = client.call_async("ListContainerStats")
     logs = pod_logs(walker, opts["pod_logs_dir"])
     logs_dev = _dev(opts["pod_logs_dir"])
     root_dev = _dev(opts["kubelet_root_dir"])
@@ -139,9 +140,11 @@ def run(client, opts, check_mode=False):
         api = ContainerdClient(client)
         inventory = _inventory.read(api)
         _inventory.fill_usage(api, inventory, _storage_policy.needs_usage(inventory))
+        writable = writable_layers(stats)
         categories = _storage_policy.attribute(inventory, used, writable, logs if logs_dev == image_dev else None, now)
         not_visible = []
     else:
+        writable = writable_layers(stats)
         storage = _crio_storage.read(_crio_storage.roots([fs["mountpoint"] for fs in filesystems]))
         if storage["unreadable"] or not storage["images"]:
             categories = _crio_categories(client, used, writable, logs if logs_dev == image_dev else None)
