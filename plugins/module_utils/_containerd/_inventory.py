@@ -8,7 +8,7 @@
 """One read of containerd's metadata in every namespace, as the plain records _storage_policy takes.
 
 Per namespace: images.List, content.List (one stream: digest, size, labels), content.ListStatuses
-(ingests), containers.List, leases.List plus leases.ListResources per lease, and snapshots.List per
+(ingests), containers.ListStream, leases.List plus leases.ListResources per lease, and snapshots.List per
 snapshotter (overlayfs and every other one a container or label names). Sizes come from the API,
 never from walking the store: blobs from content.List, snapshots from snapshots.Usage (only for the
 snapshots whose size is attributed, USAGE_CONCURRENCY calls in flight).
@@ -16,53 +16,73 @@ snapshots whose size is attributed, USAGE_CONCURRENCY calls in flight).
 
 from __future__ import annotations
 
+import concurrent.futures
+
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd._client import DEFAULT_SNAPSHOTTER, ContainerdError, timestamp_ns
 from ansible_collections.kubenode.gc.plugins.module_utils._storage_policy import REF_SNAPSHOT
 
 USAGE_CONCURRENCY = 64
+LIST_CONCURRENCY = 8
 
 
 def read(client, namespaces=None):
-    """{namespace: record} for every namespace (or the given ones)."""
+    """{namespace: record} for every namespace (or the given ones).
+
+    The lists of every namespace are asked for at once (LIST_CONCURRENCY calls in flight): containerd answers them
+    from its database in parallel, so the read takes about as long as its largest list."""
     names = client.namespaces() if namespaces is None else list(namespaces)
-    inventory = {}
-    for ns in names:
-        rec = {"images": [], "content": {}, "ingests": [], "snapshots": {}, "leases": [], "containers": []}
-        for img in client.images(ns):
-            rec["images"].append({"name": img.name, "target": img.target.digest})
-        snapshotters = {DEFAULT_SNAPSHOTTER}
-        for info in client.content(ns):
-            labels = dict(info.labels)
-            rec["content"][info.digest] = {"size": int(info.size), "labels": labels}
-            snapshotters.update(k[len(REF_SNAPSHOT):].split("/", 1)[0] for k in labels if k.startswith(REF_SNAPSHOT))
-        for st in client.ingests(ns):
-            rec["ingests"].append({"ref": st.ref, "offset": int(st.offset), "total": int(st.total),
-                                   "started_ns": timestamp_ns(st.started_at), "updated_ns": timestamp_ns(st.updated_at)})
-        for c in client.containers(ns):
-            rec["containers"].append({"id": c.id, "image": c.image, "snapshotter": c.snapshotter or DEFAULT_SNAPSHOTTER,
-                                      "snapshot_key": c.snapshot_key, "labels": dict(c.labels)})
-            if c.snapshotter:
-                snapshotters.add(c.snapshotter)
-        for lease in client.leases(ns):
-            try:
-                resources = [(r.type, r.id) for r in client.lease_resources(ns, lease.id)]
-            except ContainerdError as exc:
-                if exc.code != "NOT_FOUND":
-                    raise
-                continue  # gone since the list
-            rec["leases"].append({"id": lease.id, "created_ns": timestamp_ns(lease.created_at), "labels": dict(lease.labels), "resources": resources})
-        for snapshotter in sorted(snapshotters):
-            try:
-                infos = client.snapshots(ns, snapshotter)
-            except ContainerdError as exc:
-                if snapshotter != DEFAULT_SNAPSHOTTER and exc.code in ("NOT_FOUND", "INVALID_ARGUMENT", "UNKNOWN", "FAILED_PRECONDITION"):
-                    continue  # a snapshotter this containerd does not run
+    with concurrent.futures.ThreadPoolExecutor(LIST_CONCURRENCY) as pool:
+        asked = {}
+        for ns in names:
+            asked[ns] = {kind: pool.submit(fn, ns) for kind, fn in (("images", client.images), ("content", client.content),
+                                                                    ("ingests", client.ingests), ("containers", client.containers),
+                                                                    ("leases", client.leases))}
+            asked[ns]["snapshots"] = pool.submit(_snapshots, client, ns, DEFAULT_SNAPSHOTTER)
+        return {ns: _record(client, pool, ns, asked[ns]) for ns in names}
+
+
+def _snapshots(client, ns, snapshotter):
+    try:
+        return client.snapshots(ns, snapshotter)
+    except ContainerdError as exc:
+        if snapshotter != DEFAULT_SNAPSHOTTER and exc.code in ("NOT_FOUND", "INVALID_ARGUMENT", "UNKNOWN", "FAILED_PRECONDITION"):
+            return []  # a snapshotter this containerd does not run
+        raise
+
+
+def _record(client, pool, ns, asked):
+    rec = {"images": [], "content": {}, "ingests": [], "snapshots": {}, "leases": [], "containers": []}
+    for img in asked["images"].result():
+        rec["images"].append({"name": img.name, "target": img.target.digest})
+    snapshotters = {DEFAULT_SNAPSHOTTER}
+    for info in asked["content"].result():
+        labels = dict(info.labels)
+        rec["content"][info.digest] = {"size": int(info.size), "labels": labels}
+        snapshotters.update(k[len(REF_SNAPSHOT):].split("/", 1)[0] for k in labels if k.startswith(REF_SNAPSHOT))
+    for st in asked["ingests"].result():
+        rec["ingests"].append({"ref": st.ref, "offset": int(st.offset), "total": int(st.total),
+                               "started_ns": timestamp_ns(st.started_at), "updated_ns": timestamp_ns(st.updated_at)})
+    for c in asked["containers"].result():
+        rec["containers"].append({"id": c.id, "image": c.image, "snapshotter": c.snapshotter or DEFAULT_SNAPSHOTTER,
+                                  "snapshot_key": c.snapshot_key, "labels": dict(c.labels)})
+        if c.snapshotter:
+            snapshotters.add(c.snapshotter)
+    leases = asked["leases"].result()
+    resources = [pool.submit(client.lease_resources, ns, lease.id) for lease in leases]
+    for lease, fut in zip(leases, resources):
+        try:
+            held = [(r.type, r.id) for r in fut.result()]
+        except ContainerdError as exc:
+            if exc.code != "NOT_FOUND":
                 raise
-            for info in infos:
-                rec["snapshots"][(snapshotter, info.name)] = {
-                    "parent": info.parent, "kind": int(info.kind), "labels": dict(info.labels), "created_ns": timestamp_ns(info.created_at), "size": None}
-        inventory[ns] = rec
-    return inventory
+            continue  # gone since the list
+        rec["leases"].append({"id": lease.id, "created_ns": timestamp_ns(lease.created_at), "labels": dict(lease.labels), "resources": held})
+    others = {s: pool.submit(_snapshots, client, ns, s) for s in sorted(snapshotters - {DEFAULT_SNAPSHOTTER})}
+    for snapshotter, fut in [(DEFAULT_SNAPSHOTTER, asked["snapshots"])] + sorted(others.items()):
+        for info in fut.result():
+            rec["snapshots"][(snapshotter, info.name)] = {
+                "parent": info.parent, "kind": int(info.kind), "labels": dict(info.labels), "created_ns": timestamp_ns(info.created_at), "size": None}
+    return rec
 
 
 def fill_usage(client, inventory, wanted):
