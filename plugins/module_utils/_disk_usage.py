@@ -136,15 +136,21 @@ def run(client, opts, check_mode=False):
     logs_dev = _dev(opts["pod_logs_dir"])
     root_dev = _dev(opts["kubelet_root_dir"])
     now = time.time_ns()
+    # with a split image filesystem (cri-o's imagestore) the writable layers live on the container filesystem
+    split = _snapshot.split_imagefs(filesystems)
+    if split:
+        containerfs = next(fs["mountpoint"] for fs in filesystems if fs["kind"] == "container")
+        result["warnings"].append("The writable layers are on the container filesystem %s, not on the image filesystem; "
+                                  "writable_layers is empty here." % containerfs)
     if runtime["name"] == "containerd":
         api = ContainerdClient(client)
         inventory = _inventory.read(api)
         _inventory.fill_usage(api, inventory, _storage_policy.needs_usage(inventory))
-        writable = writable_layers(stats)
+        writable = [] if split else writable_layers(stats)
         categories = _storage_policy.attribute(inventory, used, writable, logs if logs_dev == image_dev else None, now)
         not_visible = []
     else:
-        writable = writable_layers(stats)
+        writable = [] if split else writable_layers(stats)
         storage = _crio_storage.read(_crio_storage.roots([fs["mountpoint"] for fs in filesystems]))
         if storage["unreadable"] or not storage["images"]:
             categories = _crio_categories(client, used, writable, logs if logs_dev == image_dev else None)

@@ -91,7 +91,8 @@ categories:
     - V(k8s_images) are the images of containerd's C(k8s.io) namespace (the CRI's), their blobs and unpacked snapshots; a blob
       shared with another namespace counts here.
     - V(other_namespace_images) are images and their blobs and snapshots in other namespaces (moby, buildkit, default, ...).
-    - V(writable_layers) are the containers' writable layers (CRI C(ListContainerStats)).
+    - V(writable_layers) are the containers' writable layers (CRI C(ListContainerStats)); empty, with a warning, when the
+      runtime reports them on a separate container filesystem (cri-o with C(imagestore)).
     - V(container_logs) are the pod log directories on this filesystem, per pod.
     - V(stale_ingests) are partial downloads (content ingests, C(age_seconds) since they began, C(idle_seconds) since their
       last write), counted here even when a lease holds them.
