@@ -109,10 +109,9 @@ def _run_locked(client, opts, check_mode, result):
             _free(api, step)
         except ContainerdError as exc:
             if exc.code == "NOT_FOUND":
+                # containerd's own GC was first: done, though not by this run
                 result["already_gone"].append({k: step[k] for k in ("kind", "namespace", "id")})
-                result["changed"] = True
                 continue
-            result["changed"] = True
             result["freed_bytes"] = before - _used(imagefs["mountpoint"])
             raise KubenodeGcError("storage_gc stopped at %s %s in namespace %s: %s" % (step["kind"], step["id"], step["namespace"], exc),
                                   result=result) from None
