@@ -89,7 +89,8 @@ categories:
       with C(namespace) (containerd's namespace; the pod's namespace for writable layers and logs), C(id) and/or C(name), and
       C(bytes)."
     - V(k8s_images) are the images of containerd's C(k8s.io) namespace (the CRI's), their blobs and unpacked snapshots; a blob
-      shared with another namespace counts here.
+      shared with another namespace counts here. An image object's C(id) is its target (manifest or index) digest and its
+      C(name) its first name that is not a digest; a blob or layer shared by several images counts for the first by name.
     - V(other_namespace_images) are images and their blobs and snapshots in other namespaces (moby, buildkit, default, ...).
     - V(writable_layers) are the containers' writable layers (CRI C(ListContainerStats)); empty, with a warning, when the
       runtime reports them on a separate container filesystem (cri-o with C(imagestore)).
