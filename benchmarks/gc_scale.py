@@ -21,6 +21,8 @@ It prints, each measured in this run:
    For both it prints how busy the machine's cores were and the CPU time spent outside this process (the runtime,
    its shims, runc) per removal: when the runtime needs T ms of CPU per removal, N cores cannot remove more than
    N / T a second, whatever the client does.
+5. ``disk_usage`` in-module on the full node (its own ``elapsed_seconds``, median of 3); target: <= 2 s
+   (``--disk-usage-only`` builds the fixture, measures it and stops);
 Run as root (tmpfs, the runtime). Building the fixture takes a few minutes.
 """
 
@@ -45,9 +47,9 @@ from benchmarks.image_gc_prune import find_crictl, import_set, timed  # noqa: E4
 from devtools import runtimes  # noqa: E402  pylint: disable=wrong-import-position
 from devtools.images import ImageSpec  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _container_gc, _image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
+from ansible_collections.kubenode.gc.plugins.module_utils import _container_gc, _disk_usage, _image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
-from ansible_collections.kubenode.gc.plugins.modules import container_gc, image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
+from ansible_collections.kubenode.gc.plugins.modules import container_gc, disk_usage, image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
 
 PODS = 100
 EXITED_CHUNK = 500
@@ -157,6 +159,18 @@ def wait_exited(rt, ids, timeout=300):
         time.sleep(0.5)
 
 
+def disk_usage_time(rt, runs=3):
+    """disk_usage in-module on the node: the median of its own elapsed_seconds, and the RPCs of one run."""
+    opts = _disk_usage.options(params_for(disk_usage.ARGUMENT_SPEC, pod_logs_dir=rt.pod_logs, kubelet_root_dir=rt.workdir))
+    times = []
+    for _run in range(runs):
+        client = type(rt.client)(rt.endpoint)
+        result = _disk_usage.run(client, opts)
+        times.append(result["elapsed_seconds"])
+        client.close()
+    return statistics.median(times), client.rpc_calls
+
+
 def cpu_line(cpu, removals):
     return "cores %3.0f%% busy, runtime side %.1f ms CPU per removal" % (cpu["busy"] * 100, cpu["outside"] * 1e3 / max(1, removals))
 
@@ -168,6 +182,7 @@ def main():
     parser.add_argument("--serial", type=int, default=500, help="containers removed one at a time for the serial rate")
     parser.add_argument("--exited", type=int, default=7000, help="how many of --containers are exited (the others are created)")
     parser.add_argument("--runtime", default=runtimes.DEFAULT, choices=runtimes.NAMES)
+    parser.add_argument("--disk-usage-only", action="store_true", help="build the fixture, measure disk_usage, stop")
     args = parser.parse_args()
     crictl = find_crictl()
     out = {}
@@ -187,6 +202,10 @@ def main():
         dead_containers(rt, "dead", args.containers, image, exited=args.exited)
         print("fixture: %d images, %d + %d dead containers in %.0f s" % (len(ids), args.containers, args.serial, time.perf_counter() - t0))
 
+        out["disk_usage"], calls = disk_usage_time(rt)
+        print("disk_usage in-module (full node)   : %8.2f s (target <= 2 s); calls %s" % (out["disk_usage"], json.dumps(calls, sort_keys=True)))
+        if args.disk_usage_only:
+            return 0
         out["floor"] = floor(rt.client)
         out["full_image_plan"] = plan_time(rt, "image_gc", img_params)
         out["full_container_plan"] = plan_time(rt, "container_gc", ctr_params)

@@ -1,4 +1,4 @@
-"""Regenerate plugins/module_utils/_cri_api_pb2.py and _containerd_images_pb2.py from proto/.
+"""Regenerate plugins/module_utils/_cri_api_pb2.py, _containerd_images_pb2.py and _containerd/*_pb2.py from proto/.
 
 Run it in a virtualenv holding scripts/requirements-protogen.txt (the pinned
 generator).  ``--check`` exits non-zero when a committed file is stale.
@@ -27,7 +27,12 @@ PACKAGE = "ansible_collections.kubenode.gc.plugins.module_utils."
 # (proto file, generated module name, well-known protobuf modules it imports)
 FILES = (
     ("cri_api.proto", "_cri_api_pb2", ()),
-    ("containerd_images.proto", "_containerd_images_pb2", ("field_mask_pb2",)),
+    ("containerd_images.proto", "_containerd_images_pb2", ("empty_pb2", "field_mask_pb2")),
+    ("containerd_content.proto", "_containerd/_content_pb2", ("empty_pb2", "timestamp_pb2")),
+    ("containerd_snapshots.proto", "_containerd/_snapshots_pb2", ("empty_pb2", "timestamp_pb2")),
+    ("containerd_leases.proto", "_containerd/_leases_pb2", ("empty_pb2", "timestamp_pb2")),
+    ("containerd_namespaces.proto", "_containerd/_namespaces_pb2", ()),
+    ("containerd_containers.proto", "_containerd/_containers_pb2", ()),
 )
 GENERATOR = "grpcio-tools==1.51.3"
 
@@ -94,7 +99,7 @@ def render(data, proto, module, deps):
         chunks.append("    " + repr(piece))
     # the well-known files a descriptor depends on must be in the pool before it
     imports = "".join("    from google.protobuf import %s as _%s  # noqa: F401, pylint: disable=unused-import\n" % (d, d) for d in deps)
-    return HEADER.format(generator=GENERATOR, protoc=protoc_version(), chunks="\n".join(chunks), module=PACKAGE + module,
+    return HEADER.format(generator=GENERATOR, protoc=protoc_version(), chunks="\n".join(chunks), module=PACKAGE + module.replace("/", "."),
                          proto=proto, imports=imports)
 
 

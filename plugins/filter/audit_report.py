@@ -23,6 +23,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_
 from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int, check_record, sorted_drift as _drift
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 from ansible_collections.kubenode.gc.plugins.plugin_utils._report_fleet import enrich
+from ansible_collections.kubenode.gc.plugins.plugin_utils._report_storage import add as add_storage
 
 SCHEMA_VERSION = 2
 FAIL_ON = ("never", "failed", "drift", "warning", "error")
@@ -268,6 +269,7 @@ def audit_report(nodes, generated_at=None, policy=None, top_images=50, eviction_
     # the one validation (plugin_utils/_fleet.py): a node whose record has the wrong shape is a failed node, "malformed result"
     nodes = [check_record(node, node["host"]) for node in nodes]
     out = sorted((_node(node) for node in nodes), key=lambda n: n["host"])
+    storage_top = add_storage(out, nodes)  # nodes[].storage and its findings (disk_usage), the fleet's top consumers
     counts = {severity: sum(1 for n in out for f in n["findings"] if f["severity"] == severity) for severity in SEVERITIES}
     summary = dict(
         nodes=len(out),
@@ -280,7 +282,7 @@ def audit_report(nodes, generated_at=None, policy=None, top_images=50, eviction_
         reclaimable_bytes_prune=sum(n["images"]["reclaimable_prune"]["bytes"] or 0 for n in out),
     )
     report = dict(schema_version=SCHEMA_VERSION, generated_at=None if generated_at is None else str(generated_at),
-                  policy=dict(policy or {}), summary=summary, nodes=out)
+                  policy=dict(policy or {}), summary=summary, nodes=out, storage_top=storage_top)
     # schema 2: health, headroom, eviction threshold, the fleet's images (plugin_utils/_report_fleet.py)
     margin = _int(eviction_margin_percent)
     if margin is None or margin < 0:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_eviction as eviction
 from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_fleet as fleet
+from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_storage as storage
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 
 HOSTS_SHOWN = 50
@@ -133,6 +134,7 @@ def render(report, history=None):
                                                          i["in_use_nodes"]))
     else:
         lines.append("No image lists were read.")
+    lines += ["", "## Disk use by category", ""] + storage.markdown_top(report)
     lines += ["", "## Trend", ""] + _trend(view)
     for node in view["ranked"]:
         lines += _node_section(node)
@@ -170,6 +172,7 @@ def _node_section(node):
         % (txt(img["total"]), txt(img["in_use"]), _count_bytes(img["reclaimable_policy"]), _count_bytes(img["reclaimable_prune"])),
         "- Containers: %s; reclaimable: %s dead containers, %s sandboxes" % (txt(ct["total"]), txt(ct["reclaimable"]), txt(ct["sandboxes"])),
     ]
+    out += storage.markdown_node(node)
     if node["metrics_file"]:
         out.append("- Metrics: %s" % txt(node["metrics_file"]))
     cred = node.get("credential_records")

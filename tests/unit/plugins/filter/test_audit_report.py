@@ -124,12 +124,12 @@ def by_host(report):
 # ---------------------------------------------------------------------------------------------- the report
 NODE_KEYS = {"host", "status", "health", "error", "runtime", "imagefs", "container_filesystems", "thresholds", "headroom",
              "over_high_threshold", "images", "containers", "findings", "drift", "parts_failed", "metrics_file", "eviction_signals", "near_eviction"}
-NODE_KEYS |= {"credential_records", "pinning"}
+NODE_KEYS |= {"credential_records", "pinning", "storage"}
 
 
 def test_schema_fields_and_types():
     report = build()
-    assert set(report) == {"schema_version", "generated_at", "policy", "summary", "nodes", "images"}
+    assert set(report) == {"schema_version", "generated_at", "policy", "summary", "nodes", "images", "storage_top"}
     assert report["schema_version"] == 2
     assert report["generated_at"] == "2026-11-22T10:00:00Z"
     assert report["policy"] == {"image_gc_high_threshold_percent": 85, "image_max_age": "168h"}
@@ -157,7 +157,7 @@ def test_schema_fields_and_types():
         assert isinstance(n["over_high_threshold"], bool)
         for f in n["findings"]:
             assert set(f) == {"source", "severity", "code", "message"}
-            assert f["source"] in ("kubelet_config", "runtime_config", "image_gc", "container_gc", "audit")
+            assert f["source"] in ("kubelet_config", "runtime_config", "image_gc", "container_gc", "audit", "disk_usage")
     # JSON-serialisable as it is
     json.dumps(report)
 

@@ -130,9 +130,10 @@ def test_images_proto_matches_upstream_field_numbers():
         "ListImagesResponse": {"images": 1},
         "GetImageRequest": {"name": 1},
         "GetImageResponse": {"image": 1},
+        "DeleteImageRequest": {"name": 1, "sync": 2},
     }
     for message, numbers in fields.items():
         desc = pb.DESCRIPTOR.message_types_by_name[message]
         assert {f.name: f.number for f in desc.fields} == numbers
     assert pb.DESCRIPTOR.package == "containerd.services.images.v1"
-    assert sorted(pb.DESCRIPTOR.services_by_name["Images"].methods_by_name) == ["Get", "List", "Update"]
+    assert sorted(pb.DESCRIPTOR.services_by_name["Images"].methods_by_name) == ["Delete", "Get", "List", "Update"]

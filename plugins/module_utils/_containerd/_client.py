@@ -1,0 +1,212 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""containerd's own gRPC API (namespaces, images, content, snapshots, leases, containers) on the CRI socket.
+
+containerd serves its native services and the CRI on the same unix socket, so this client borrows a
+CriClient's endpoint, channel, deadline and RPC counters (counted as ``containerd.<service>.<Method>``).
+Every request but namespaces.List carries the namespace in the ``containerd-namespace`` metadata.
+Knows gRPC, not Ansible; a failure is a ContainerdError (a CriError) of one sentence whose ``code`` is
+the gRPC status name, so callers can treat ``NOT_FOUND`` as "already gone".
+"""
+
+from __future__ import annotations
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _containerd_images_pb2 as images_pb
+from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _containers_pb2 as containers_pb
+from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _content_pb2 as content_pb
+from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _leases_pb2 as leases_pb
+from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _namespaces_pb2 as namespaces_pb
+from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _snapshots_pb2 as snapshots_pb
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError, _one_line
+
+try:
+    import grpc
+except ImportError:
+    pass  # _cri reports the missing library (HAS_GRPC) before any call
+
+CRI_NAMESPACE = "k8s.io"
+NAMESPACE_METADATA = "containerd-namespace"
+DEFAULT_SNAPSHOTTER = "overlayfs"
+
+# service key: (generated module, proto service name, full gRPC service name)
+_SERVICES = {
+    "namespaces": (namespaces_pb, "Namespaces", "containerd.services.namespaces.v1.Namespaces"),
+    "images": (images_pb, "Images", "containerd.services.images.v1.Images"),
+    "content": (content_pb, "Content", "containerd.services.content.v1.Content"),
+    "snapshots": (snapshots_pb, "Snapshots", "containerd.services.snapshots.v1.Snapshots"),
+    "leases": (leases_pb, "Leases", "containerd.services.leases.v1.Leases"),
+    "containers": (containers_pb, "Containers", "containerd.services.containers.v1.Containers"),
+}
+
+
+class ContainerdError(CriError):
+    """A call to containerd's own API failed; str() is one sentence naming the endpoint, the call and the namespace."""
+
+
+def timestamp_ns(ts):
+    """A protobuf Timestamp as nanoseconds since the epoch (0 when unset)."""
+    return int(ts.seconds) * 1000000000 + int(ts.nanos)
+
+
+class ContainerdClient:
+    """containerd's native services through a CriClient's channel (same socket, deadline and counters)."""
+
+    def __init__(self, cri):
+        self.cri = cri
+        self._callables = {}
+
+    # -- plumbing -------------------------------------------------------------
+
+    def _callable(self, service, method):
+        key = (service, method)
+        fn = self._callables.get(key)
+        if fn is not None:
+            return fn
+        module, name, full = _SERVICES[service]
+        desc = module.DESCRIPTOR.services_by_name[name].methods_by_name[method]
+        make = self.cri._channel.unary_stream if desc.server_streaming else self.cri._channel.unary_unary  # pylint: disable=protected-access
+        fn = self._callables[key] = make(
+            "/%s/%s" % (full, method),
+            request_serializer=getattr(module, desc.input_type.name).SerializeToString,
+            response_deserializer=_deserializer(module, desc.output_type),
+        )
+        return fn
+
+    def _prepare(self, service, method, namespace):
+        name = "containerd.%s.%s" % (service, method)
+        self.cri._connect(name)  # pylint: disable=protected-access
+        fn = self._callable(service, method)
+        self.cri._count(name)  # pylint: disable=protected-access
+        metadata = ((NAMESPACE_METADATA, namespace),) if namespace else None
+        return fn, metadata
+
+    def _call(self, service, method, namespace, request):
+        fn, metadata = self._prepare(service, method, namespace)
+        try:
+            return fn(request, timeout=self.cri.timeout, metadata=metadata)
+        except grpc.RpcError as exc:
+            raise self._error(service, method, namespace, exc) from None
+
+    def _stream(self, service, method, namespace, request, field):
+        """All items of a server-streaming List (each response carries a batch in ``field``, or is the item when it is None)."""
+        fn, metadata = self._prepare(service, method, namespace)
+        items = []
+        try:
+            for response in fn(request, timeout=self.cri.timeout, metadata=metadata):
+                if field is None:
+                    items.append(response)
+                else:
+                    items.extend(getattr(response, field))
+        except grpc.RpcError as exc:
+            raise self._error(service, method, namespace, exc) from None
+        return items
+
+    def _future(self, service, method, namespace, request):
+        fn, metadata = self._prepare(service, method, namespace)
+        return _Future(self, service, method, namespace, fn.future(request, timeout=self.cri.timeout, metadata=metadata))
+
+    def _error(self, service, method, namespace, exc):
+        code = exc.code() if hasattr(exc, "code") else None
+        name = code.name if code is not None else "UNKNOWN"
+        details = _one_line(exc.details() if hasattr(exc, "details") else exc) or "no details"
+        endpoint = self.cri.endpoint
+        where = " in namespace %s" % namespace if namespace else ""
+        what = "%s %s" % (service, method)
+        if code == grpc.StatusCode.UNIMPLEMENTED:
+            msg = "Endpoint %s does not serve containerd's %s API (%s); is it containerd's own socket?" % (endpoint, service, method)
+        elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            msg = "containerd at %s did not answer %s%s within %g seconds (cri_timeout)." % (endpoint, what, where, self.cri.timeout)
+        elif code == grpc.StatusCode.UNAVAILABLE:
+            msg = "containerd at %s is unavailable for %s%s: %s." % (endpoint, what, where, details)
+        else:
+            msg = "containerd at %s failed %s%s: %s (%s)." % (endpoint, what, where, details, name)
+        return ContainerdError(msg, endpoint, "containerd.%s.%s" % (service, method), name)
+
+    # -- namespaces -------------------------------------------------------------
+
+    def namespaces(self):
+        """Names of every containerd namespace, sorted."""
+        return sorted(n.name for n in self._call("namespaces", "List", None, namespaces_pb.ListNamespacesRequest()).namespaces)
+
+    # -- images -------------------------------------------------------------------
+
+    def images(self, namespace):
+        return list(self._call("images", "List", namespace, images_pb.ListImagesRequest()).images)
+
+    def delete_image(self, namespace, name, sync=True):
+        """Delete an image record; with ``sync`` containerd runs its garbage collection before answering."""
+        self._call("images", "Delete", namespace, images_pb.DeleteImageRequest(name=name, sync=sync))
+
+    # -- content ------------------------------------------------------------------
+
+    def content(self, namespace):
+        """Info (digest, size, labels, created_at) of every blob of the namespace: one streaming call."""
+        return self._stream("content", "List", namespace, content_pb.ListContentRequest(), "info")
+
+    def delete_content(self, namespace, digest):
+        self._call("content", "Delete", namespace, content_pb.DeleteContentRequest(digest=digest))
+
+    def ingests(self, namespace):
+        """Status (ref, offset, total, started_at, updated_at) of every ingest (partial download) of the namespace."""
+        return list(self._call("content", "ListStatuses", namespace, content_pb.ListStatusesRequest()).statuses)
+
+    def abort_ingest(self, namespace, ref):
+        self._call("content", "Abort", namespace, content_pb.AbortRequest(ref=ref))
+
+    # -- snapshots ------------------------------------------------------------------
+
+    def snapshots(self, namespace, snapshotter=DEFAULT_SNAPSHOTTER):
+        return self._stream("snapshots", "List", namespace, snapshots_pb.ListSnapshotsRequest(snapshotter=snapshotter), "info")
+
+    def usage_async(self, namespace, snapshotter, key):
+        """Start one Usage call; ``result()`` gives the UsageResponse (size, inodes) or raises ContainerdError."""
+        return self._future("snapshots", "Usage", namespace, snapshots_pb.UsageRequest(snapshotter=snapshotter, key=key))
+
+    def remove_snapshot(self, namespace, snapshotter, key):
+        self._call("snapshots", "Remove", namespace, snapshots_pb.RemoveSnapshotRequest(snapshotter=snapshotter, key=key))
+
+    # -- leases ---------------------------------------------------------------------------
+
+    def leases(self, namespace):
+        return list(self._call("leases", "List", namespace, leases_pb.ListRequest()).leases)
+
+    def lease_resources(self, namespace, lease_id):
+        return list(self._call("leases", "ListResources", namespace, leases_pb.ListResourcesRequest(id=lease_id)).resources)
+
+    def create_lease(self, namespace, lease_id, labels=None):
+        self._call("leases", "Create", namespace, leases_pb.CreateRequest(id=lease_id, labels=labels or {}))
+
+    def delete_lease(self, namespace, lease_id, sync=True):
+        """Delete a lease; with ``sync`` containerd runs its garbage collection before answering."""
+        self._call("leases", "Delete", namespace, leases_pb.DeleteRequest(id=lease_id, sync=sync))
+
+    # -- containers -----------------------------------------------------------------------
+
+    def containers(self, namespace):
+        """Every container record of the namespace (ListStream: one message per container)."""
+        return [m.container for m in self._stream("containers", "ListStream", namespace, containers_pb.ListContainersRequest(), None)]
+
+
+def _deserializer(module, message):
+    """The response parser of a method: its message class, or nothing for google.protobuf.Empty (not in the module)."""
+    if message.full_name == "google.protobuf.Empty":
+        return bytes  # the raw (empty) answer: gRPC takes a None result for a failed deserialization
+    return getattr(module, message.name).FromString
+
+
+class _Future:
+    def __init__(self, client, service, method, namespace, future):
+        self._args = (client, service, method, namespace)
+        self._future = future
+
+    def result(self):
+        try:
+            return self._future.result()
+        except grpc.RpcError as exc:
+            client, service, method, namespace = self._args
+            raise client._error(service, method, namespace, exc) from None  # pylint: disable=protected-access

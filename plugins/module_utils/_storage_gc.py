@@ -1,0 +1,140 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""storage_gc: options and run (lock, read containerd's metadata, plan, free, let containerd's GC collect, measure).
+
+The plan is _storage_policy.plan (pure). Removals go through containerd's own API: content.Abort for
+ingests, leases.Delete, images.Delete, snapshots.Remove (children before parents); then one
+synchronous garbage collection (a transient lease deleted with ``sync``), so the freed bytes are
+measured with statvfs after containerd has collected what the removals released.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _ledger, _storage_policy
+from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
+from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _inventory
+from ansible_collections.kubenode.gc.plugins.module_utils._containerd._client import ContainerdClient, ContainerdError
+from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
+from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import check_keep_patterns, keep_matcher
+from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import image_filesystem, read_imagefs
+
+CRIO_WARNING = ("storage_gc does not act on %s: containers/storage has no API to free its storage safely while the runtime "
+                "runs; drain the node, stop the kubelet and cri-o, run 'crio wipe' and start them again.")
+SYNC_LEASE_PREFIX = "kubenode-gc-storage-gc-"
+SYNC_LEASE_TTL_SECONDS = 600
+
+
+def options(params):
+    opts = cri_options(params)
+    namespaces = [str(n).strip() for n in params["namespaces"] or []]
+    if _storage_policy.CRI_NAMESPACE in namespaces:
+        raise OptionError("namespaces must not name k8s.io: its images are the kubelet's, which kubenode.gc.image_gc removes with the kubelet's rules.")
+    if any(not n for n in namespaces):
+        raise OptionError("namespaces must not contain an empty name, got %r." % (params["namespaces"],))
+    opts["namespaces"] = namespaces
+    try:
+        check_keep_patterns(params["keep_images"] or [])
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+    opts["keep_images"] = list(params["keep_images"] or [])
+    for name in ("ingest_max_age", "lease_max_age"):
+        value = params[name]
+        if value is None or value == "":
+            opts[name] = None
+            continue
+        try:
+            opts[name] = parse_duration(str(value))
+        except DurationError as exc:
+            raise OptionError("%s must be a Go duration such as 1h or 30m, got %r (%s)." % (name, value, exc)) from None
+        if opts[name] < 0:
+            raise OptionError("%s must not be negative, got %r." % (name, value))
+    if opts["ingest_max_age"] is None:
+        raise OptionError("ingest_max_age must be a Go duration such as 1h, got an empty value.")
+    if not (math.isfinite(params["lock_timeout"]) and params["lock_timeout"] >= 0):
+        raise OptionError("lock_timeout must be a finite number of seconds, 0 or more, got %s." % params["lock_timeout"])
+    opts["lock_timeout"] = params["lock_timeout"]
+    return opts
+
+
+def _used(path):
+    st = os.statvfs(path)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def run(client, opts, check_mode=False):
+    version = client.version()
+    result = {"changed": False, "supported": True, "plan": [], "freed_bytes": 0, "warnings": []}
+    if version.runtime_name != "containerd":
+        result["supported"] = False
+        result["warnings"].append(CRIO_WARNING % version.runtime_name)
+        return result
+    if check_mode:
+        _run_locked(client, opts, True, result)
+        return result
+    lock_warnings = []
+    with _ledger.NodeLock(_ledger.node_lock_path(client.endpoint), opts["lock_timeout"], what="storage_gc", warnings=lock_warnings):
+        _run_locked(client, opts, False, result)
+    result["warnings"][:0] = lock_warnings
+    return result
+
+
+def _run_locked(client, opts, check_mode, result):
+    imagefs = image_filesystem(read_imagefs(client))
+    if imagefs is None:
+        raise KubenodeGcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint, result=result)
+    api = ContainerdClient(client)
+    inventory = _inventory.read(api)
+    _inventory.fill_usage(api, inventory, _storage_policy.needs_usage(inventory, cri_container_snapshots=False))
+    # listed after containerd's metadata: a sandbox started since has a lease the plan cannot have seen
+    sandboxes = [s.id for s in client.list_pod_sandbox()]
+    steps = _storage_policy.plan(inventory, opts["namespaces"], keep_matcher(opts["keep_images"]), opts["ingest_max_age"],
+                                 opts["lease_max_age"], time.time_ns(), sandboxes=sandboxes)
+    result["plan"] = [{k: s[k] for k in ("kind", "namespace", "id", "bytes")} for s in steps]
+    if check_mode or not steps:
+        return
+    before = _used(imagefs["mountpoint"])
+    result["already_gone"] = []
+    for step in steps:
+        try:
+            _free(api, step)
+        except ContainerdError as exc:
+            if exc.code == "NOT_FOUND":
+                # containerd's own GC was first: done, though not by this run
+                result["already_gone"].append({k: step[k] for k in ("kind", "namespace", "id")})
+                continue
+            result["freed_bytes"] = before - _used(imagefs["mountpoint"])
+            raise KubenodeGcError("storage_gc stopped at %s %s in namespace %s: %s" % (step["kind"], step["id"], step["namespace"], exc),
+                                  result=result) from None
+        result["changed"] = True
+    _collect(api, steps[0]["namespace"])
+    result["freed_bytes"] = before - _used(imagefs["mountpoint"])
+
+
+def _free(api, step):
+    kind, ns = step["kind"], step["namespace"]
+    if kind == "ingest":
+        api.abort_ingest(ns, step["id"])
+    elif kind == "lease":
+        api.delete_lease(ns, step["id"], sync=False)
+    elif kind == "image":
+        api.delete_image(ns, step["id"], sync=False)
+    elif kind == "snapshot":
+        api.remove_snapshot(ns, step["snapshotter"], step["id"])
+
+
+def _collect(api, namespace):
+    """Run containerd's garbage collection now: create a transient lease and delete it with ``sync``."""
+    lease_id = "%s%d-%d" % (SYNC_LEASE_PREFIX, os.getpid(), time.time_ns())
+    expire = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + SYNC_LEASE_TTL_SECONDS))
+    api.create_lease(namespace, lease_id, {_storage_policy.LEASE_EXPIRE: expire})
+    api.delete_lease(namespace, lease_id, sync=True)

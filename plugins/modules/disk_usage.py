@@ -1,0 +1,157 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: disk_usage
+short_description: Attribute every used byte of a node's image filesystem to what holds it, including what the CRI cannot see
+version_added: 0.1.0
+description:
+  - Reads the used bytes of the image filesystem (C(statvfs) of the mountpoint the runtime reports in C(ImageFsInfo), blocks
+    minus free blocks) and attributes them to disjoint categories, each with its largest objects.
+  - "On containerd the categories come from containerd's own API in every namespace (images, content, ingests, snapshots,
+    leases, containers), following the references containerd's garbage collector follows, so every byte counts once, in
+    the first category that claims it, in this order: V(k8s_images), V(other_namespace_images), V(writable_layers),
+    V(leased), V(unreferenced_snapshots); V(stale_ingests) and V(container_logs) are separate files."
+  - Sizes come from the runtime's APIs (content sizes, C(snapshots.Usage) of image layers and unreferenced snapshots, CRI
+    C(ListContainerStats) for writable layers), never from walking the content store. Only the pod log and pod volume
+    directories are walked, at most O(walk_limit) entries in all.
+  - On cri-o it reports what the CRI shows (images with the sizes cri-o gives, writable layers) and the logs;
+    RV(not_visible) names the categories it cannot see there, which then count in V(unaccounted).
+author:
+  - kubenode.gc contributors (@kubenode)
+extends_documentation_fragment:
+  - kubenode.gc.cri
+  - kubenode.gc.cri.ATTRIBUTES_READ_ONLY
+  - kubenode.gc.cri.ACTIONGROUP_CRI
+options:
+  pod_logs_dir:
+    description:
+      - The kubelet's pod log directory (C(<namespace>_<pod>_<uid>/<container>/<n>.log)). Its bytes count in V(container_logs)
+        of the filesystem it is on.
+    type: path
+    default: /var/log/pods
+  kubelet_root_dir:
+    description:
+      - The kubelet's root directory. When it is on another filesystem than the image filesystem, RV(nodefs) attributes that
+        filesystem too (pod volumes under C(pods/<uid>/volumes), container logs, unaccounted).
+    type: path
+    default: /var/lib/kubelet
+  walk_limit:
+    description:
+      - The most directory entries the walks of the pod log and pod volume directories visit in one run. A walk that reaches
+        it stops, says so in RV(walks_stopped_early) and a warning, and the rest of its bytes count as unaccounted.
+    type: int
+    default: 200000
+notes:
+  - containerd serves its own API on the CRI socket; the module needs no C(ctr) and runs no subprocess.
+  - V(unaccounted) is what C(statvfs) says is used minus every category; it holds filesystem metadata, containerd's own
+    database and files no API reports (for example snapshot directories containerd lost track of). It can be slightly
+    negative when a category was measured in a moment other files were removed.
+seealso:
+  - module: kubenode.gc.storage_gc
+  - module: kubenode.gc.cri_info
+"""
+
+EXAMPLES = r"""
+- name: Where do the bytes of the image filesystem go?
+  kubenode.gc.disk_usage:
+  become: true
+  register: usage
+
+- name: Show the categories, largest first
+  ansible.builtin.debug:
+    msg: "{{ usage.categories | dict2items | rejectattr('value', 'none') | sort(attribute='value.bytes', reverse=true)
+             | map(attribute='key') | list }}"
+"""
+
+RETURN = r"""
+runtime:
+  description: The runtime's name, version and endpoint.
+  returned: always
+  type: dict
+  sample: {"name": "containerd", "version": "1.7.24", "endpoint": "unix:///run/containerd/containerd.sock"}
+mountpoint:
+  description: The image filesystem's mountpoint, as the runtime reports it.
+  returned: success
+  type: str
+used_bytes:
+  description: Bytes in use on the image filesystem (C(statvfs), blocks minus free blocks, times the fragment size).
+  returned: success
+  type: int
+categories:
+  description:
+    - "Category name to C({bytes, objects}): C(objects) are the largest objects behind it (at most 10), largest first, each
+      with C(namespace) (containerd's namespace; the pod's namespace for writable layers and logs), C(id) and/or C(name), and
+      C(bytes)."
+    - V(k8s_images) are the images of containerd's C(k8s.io) namespace (the CRI's), their blobs and unpacked snapshots; a blob
+      shared with another namespace counts here. An image object's C(id) is its target (manifest or index) digest and its
+      C(name) its first name that is not a digest; a blob or layer shared by several images counts for the first by name.
+    - V(other_namespace_images) are images and their blobs and snapshots in other namespaces (moby, buildkit, default, ...).
+    - V(writable_layers) are the containers' writable layers (CRI C(ListContainerStats)); empty, with a warning, when the
+      runtime reports them on a separate container filesystem (cri-o with C(imagestore)).
+    - V(container_logs) are the pod log directories on this filesystem, per pod.
+    - V(stale_ingests) are partial downloads (content ingests, C(age_seconds) since they began, C(idle_seconds) since their
+      last write), counted here even when a lease holds them.
+    - V(leased) are blobs and snapshots kept only by leases, per lease with C(expires) (its C(containerd.io/gc.expire)
+      label), C(expired) and C(age_seconds).
+    - V(unreferenced_snapshots) are snapshots no image, container or lease in any namespace references (kept by a
+      C(containerd.io/gc.root) label, or waiting for containerd's next garbage collection).
+    - V(unaccounted) is RV(used_bytes) minus all of the above.
+    - A category the module cannot see on this runtime (see RV(not_visible)) is V(null).
+  returned: success
+  type: dict
+  sample:
+    k8s_images: {"bytes": 1048576000, "objects": [{"namespace": "k8s.io", "name": "docker.io/library/nginx:1.27", "id": "sha256:...",
+                                                    "bytes": 73400320}]}
+    unaccounted: {"bytes": 1048576, "objects": []}
+nodefs:
+  description:
+    - "The kubelet root filesystem when it is another filesystem than the image filesystem, else V(null):
+      C(mountpoint), C(used_bytes) and C(categories) V(pod_volumes) (per pod uid), V(container_logs) and V(unaccounted)."
+  returned: success
+  type: dict
+not_visible:
+  description: The categories this runtime does not let the module see (cri-o has no namespaces, ingests or leases).
+  returned: success
+  type: list
+  elements: str
+walks_stopped_early:
+  description: Directories whose walk stopped at O(walk_limit).
+  returned: success
+  type: list
+  elements: str
+elapsed_seconds:
+  description: Seconds the module spent reading and attributing.
+  returned: success
+  type: float
+rpc_calls:
+  description: How many calls of each method the module made (containerd's own API as C(containerd.<service>.<Method>)).
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_client, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._disk_usage import options, run
+
+ARGUMENT_SPEC = dict(
+    CRI_COMMON_ARGS,
+    pod_logs_dir=dict(type="path", default="/var/log/pods"),
+    kubelet_root_dir=dict(type="path", default="/var/lib/kubelet"),
+    walk_limit=dict(type="int", default=200000),
+)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    execute(module, options, run, cri_client)
+
+
+if __name__ == "__main__":
+    main()

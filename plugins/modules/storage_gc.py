@@ -1,0 +1,168 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: storage_gc
+short_description: Free containerd storage the CRI cannot see (stale ingests, old leases, other namespaces' images, unreferenced snapshots)
+version_added: 0.1.0
+description:
+  - Plans and, outside check mode, frees containerd storage that no CRI tool (the kubelet, C(crictl), M(kubenode.gc.image_gc))
+    can see, through containerd's own gRPC API on the CRI socket (namespaces, images, content, snapshots, leases, containers),
+    then lets containerd's own garbage collector collect, and measures the freed bytes with C(statvfs).
+  - Works on containerd 1.6, 1.7 and 2.x. On cri-o it returns RV(supported=false) with one warning naming the safe procedure
+    (drain the node, C(crio wipe)) and changes nothing.
+  - "Object kinds, what containerd's own garbage collector already does with each, and why this module's removal is safe:"
+  - "B(Ingests) (partial downloads, C(content.ListStatuses)): containerd's GC never removes an ingest; a pull killed mid-way
+    leaves it until its lease expires, and an ingest outside a lease stays for ever. The module aborts (C(content.Abort))
+    ingests not written to for longer than O(ingest_max_age) (their C(updated_at), the data file's modification time): a live
+    download writes continuously, so it is never one of them."
+  - "B(Leases): a lease keeps every blob, snapshot and ingest it names from the GC; the GC removes a lease only when it runs
+    after the lease's C(containerd.io/gc.expire) label has passed, and a lease without that label lives for ever (pulls
+    hold one for 24 hours by default, containerd/containerd#4667). The module deletes leases whose expiry has passed (the GC
+    would delete them at its next run anyway) and, with O(lease_max_age), leases created longer ago than that; what a lease
+    held is then collected only if nothing else references it. It never deletes the lease containerd 2.x's CRI keeps for a
+    pod sandbox that still exists (named after the sandbox, it holds the pod's image volumes)."
+  - "B(Images of other namespaces) (moby, buildkit, default, ...): the GC keeps an image record and everything it references
+    for ever; the kubelet sees only C(k8s.io). The module deletes the image records of O(namespaces) (never C(k8s.io)),
+    except those O(keep_images) matches and those a container of that namespace was created from; their blobs and
+    snapshots go only when nothing else references them (a blob shared with C(k8s.io) stays)."
+  - "B(Unreferenced snapshots): the GC removes a snapshot nothing references, unless it carries a C(containerd.io/gc.root)
+    label, which keeps it for ever (leftovers of builds and tools). The module removes (C(snapshots.Remove), children
+    before parents) snapshots that no image, container or lease in their namespace references, following the same
+    references as the GC (image target, C(containerd.io/gc.ref.*) labels of blobs, snapshots and containers, snapshot
+    parents, lease resources); the active snapshot of every container, running or not, is referenced by its container, and
+    an unpack in progress holds its snapshots through the pull's lease, so neither is ever removed."
+  - After the removals the module runs one synchronous garbage collection (a transient lease deleted with C(sync)), so blobs
+    and snapshot directories released by the removals are gone when RV(freed_bytes) is measured.
+  - An object already gone when its turn comes (containerd's GC ran first) counts as done and is listed in RV(already_gone).
+  - Takes the node lock of the GC modules (see O(lock_timeout)), so it never runs beside M(kubenode.gc.image_gc) or
+    M(kubenode.gc.container_gc) on the same runtime.
+author:
+  - kubenode.gc contributors (@kubenode)
+extends_documentation_fragment:
+  - kubenode.gc.cri
+  - kubenode.gc.cri.ACTIONGROUP_CRI
+attributes:
+  check_mode:
+    description: Can run in check mode and return changed status prediction without modifying the target.
+    support: full
+    details:
+      - Check mode returns the same RV(plan) a real run would start from and changes nothing.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
+    support: none
+  idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second run indicates no change.
+    support: full
+options:
+  namespaces:
+    description:
+      - The containerd namespaces whose images are deleted (except O(keep_images) and images a container of the namespace
+        was created from). Empty deletes no image.
+      - V(k8s.io) is refused with one sentence and nothing changes; its images are the kubelet's (M(kubenode.gc.image_gc)).
+    type: list
+    elements: str
+    default: []
+  keep_images:
+    description:
+      - Images of O(namespaces) never deleted, with the patterns of M(kubenode.gc.image_gc)'s O(kubenode.gc.image_gc#module:keep_images)
+        (a full or at least 12-digit id prefix, or a C(repo:tag) glob).
+    type: list
+    elements: str
+    default: []
+  ingest_max_age:
+    description:
+      - Ingests (partial downloads) not written to for longer than this Go duration are aborted.
+    type: str
+    default: 1h
+  lease_max_age:
+    description:
+      - Leases created longer ago than this Go duration are deleted, expired or not. Unset, only leases whose
+        C(containerd.io/gc.expire) has passed are deleted. Keep it longer than the longest pull of the node.
+    type: str
+  lock_timeout:
+    description:
+      - Seconds to wait for another kubenode.gc run (image_gc, container_gc, storage_gc) on the same node and runtime endpoint
+        to finish before failing (outside check mode). A finite number, 0 or more. The lock is the one M(kubenode.gc.image_gc) documents.
+    type: float
+    default: 300
+seealso:
+  - module: kubenode.gc.disk_usage
+  - module: kubenode.gc.image_gc
+  - name: containerd garbage collection
+    description: How containerd's own GC decides what to keep.
+    link: https://github.com/containerd/containerd/blob/main/docs/garbage-collection.md
+"""
+
+EXAMPLES = r"""
+- name: What would go?
+  kubenode.gc.storage_gc:
+    namespaces: [moby, buildkit, default]
+  check_mode: true
+  become: true
+  register: storage_plan
+
+- name: Free stale ingests, expired leases and unreferenced snapshots, and the images Docker left in containerd
+  kubenode.gc.storage_gc:
+    namespaces: [moby]
+    keep_images: ["docker.io/library/registry:*"]
+    lease_max_age: 48h
+  become: true
+"""
+
+RETURN = r"""
+supported:
+  description: V(false) on a runtime other than containerd (nothing changed).
+  returned: always
+  type: bool
+plan:
+  description:
+    - "What the run frees, in order (C(kind) V(ingest), V(lease), V(image) or V(snapshot); C(namespace); C(id): the ingest
+      ref, lease id, image name or snapshot key; C(bytes): the bytes only this object holds, as M(kubenode.gc.disk_usage)
+      attributes them). The same in check mode and for real."
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"kind": "image", "namespace": "moby", "id": "docker.io/library/golang:1.23", "bytes": 834000000}]
+freed_bytes:
+  description: Used bytes of the image filesystem before minus after (C(statvfs)); 0 in check mode.
+  returned: always
+  type: int
+already_gone:
+  description: Objects of the plan that were gone when their turn came (counted as done).
+  returned: when something was removed
+  type: list
+  elements: dict
+rpc_calls:
+  description: How many calls of each method the module made (containerd's own API as C(containerd.<service>.<Method>)).
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_client, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._storage_gc import options, run
+
+ARGUMENT_SPEC = dict(
+    CRI_COMMON_ARGS,
+    namespaces=dict(type="list", elements="str", default=[]),
+    keep_images=dict(type="list", elements="str", default=[]),
+    ingest_max_age=dict(type="str", default="1h"),
+    lease_max_age=dict(type="str"),
+    lock_timeout=dict(type="float", default=300.0),
+)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    execute(module, options, run, cri_client)
+
+
+if __name__ == "__main__":
+    main()

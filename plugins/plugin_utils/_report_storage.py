@@ -1,0 +1,126 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""The audit report's storage view: each node's disk_usage breakdown, its findings, and the fleet's top consumers.
+
+Pure: no I/O, no clock, no Ansible. ``add(nodes, raw_nodes)`` sets ``nodes[].storage``, returns ``storage_top`` and adds
+the findings (stale ingests, expired leases, images in other namespaces, unreferenced snapshots, a large unaccounted
+share) to each node's findings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ansible_collections.kubenode.gc.plugins.module_utils._storage_policy import CATEGORIES
+from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int
+from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
+
+# unaccounted above this share of the used bytes is a finding
+UNACCOUNTED_SHARE_PERCENT = 20
+TOP_CONSUMERS = 10
+
+
+def breakdown(result):
+    """{used_bytes, categories: {name: bytes or None}, nodefs: {name: bytes} or None} of a disk_usage result, or None."""
+    if not isinstance(result, Mapping) or result.get("failed") or result.get("skipped") or not isinstance(result.get("categories"), Mapping):
+        return None
+    cats = result["categories"]
+    out = dict(used_bytes=_int(result.get("used_bytes")),
+               categories={name: _int((cats.get(name) or {}).get("bytes")) if isinstance(cats.get(name), Mapping) else None for name in CATEGORIES},
+               nodefs=None)
+    nodefs = result.get("nodefs")
+    if isinstance(nodefs, Mapping) and isinstance(nodefs.get("categories"), Mapping):
+        out["nodefs"] = {name: _int((value or {}).get("bytes")) for name, value in nodefs["categories"].items() if isinstance(value, Mapping)}
+    return out
+
+
+def findings(result, storage):
+    """The storage findings of one node (severity warning; what to run is in the message)."""
+    if storage is None:
+        return []
+    cats = result["categories"]
+    out = []
+
+    def objects(name):
+        value = cats.get(name)
+        return [o for o in (value or {}).get("objects", []) if isinstance(o, Mapping)] if isinstance(value, Mapping) else []
+
+    size = storage["categories"]
+    if size.get("stale_ingests"):
+        out.append(("stale_ingests", "%s in partial downloads (content ingests) that containerd never removes by itself; "
+                                     "kubenode.gc.storage_gc aborts those idle longer than ingest_max_age." % human_bytes(size["stale_ingests"])))
+    expired = [o for o in objects("leased") if o.get("expired")]
+    if expired:
+        out.append(("expired_leases", "%d expired lease(s) (%s) still hold content until containerd's next garbage collection; "
+                                      "kubenode.gc.storage_gc deletes them." % (len(expired), ", ".join(str(o.get("id")) for o in expired))))
+    if size.get("other_namespace_images"):
+        names = sorted({str(o.get("namespace")) for o in objects("other_namespace_images")})
+        out.append(("other_namespace_images", "%s of images in containerd namespaces the kubelet never collects (%s); "
+                                              "kubenode.gc.storage_gc with namespaces removes them."
+                    % (human_bytes(size["other_namespace_images"]), ", ".join(names))))
+    if size.get("unreferenced_snapshots"):
+        out.append(("unreferenced_snapshots", "%s in snapshots no image, container or lease references; kubenode.gc.storage_gc removes them."
+                    % human_bytes(size["unreferenced_snapshots"])))
+    used, unaccounted = storage["used_bytes"], size.get("unaccounted")
+    if used and unaccounted is not None and unaccounted * 100 > used * UNACCOUNTED_SHARE_PERCENT:
+        out.append(("large_unaccounted", "%s (%d%%) of the image filesystem's used bytes belong to no runtime object it can see: "
+                                         "files outside the runtime's APIs (for example snapshot directories containerd lost track of)."
+                    % (human_bytes(unaccounted), unaccounted * 100 // used)))
+    return [dict(source="disk_usage", severity="warning", code=code, message=message) for code, message in out]
+
+
+def top_consumers(nodes, limit=TOP_CONSUMERS):
+    """{category: [{host, bytes}] largest first} over the nodes' storage breakdowns (categories with bytes only)."""
+    top = {}
+    for name in CATEGORIES:
+        rows = [dict(host=n["host"], bytes=n["storage"]["categories"][name]) for n in nodes
+                if n.get("storage") and n["storage"]["categories"].get(name)]
+        if rows:
+            top[name] = sorted(rows, key=lambda r: (-r["bytes"], r["host"]))[:limit]
+    return top
+
+
+def add(nodes, raw_nodes):
+    """Set each report node's ``storage`` (None without a disk_usage result) and add its findings; return the fleet's
+    top consumers (the report's ``storage_top``)."""
+    raw_by_host = {}
+    for raw in raw_nodes:
+        raw_by_host.setdefault(str(raw["host"]), raw)
+    for node in nodes:
+        result = raw_by_host.get(node["host"], {}).get("disk_usage")
+        node["storage"] = breakdown(result)
+        node["findings"].extend(findings(result, node["storage"]))
+    return top_consumers(nodes)
+
+
+def _bytes(value):
+    return "-" if value is None else human_bytes(value)
+
+
+def markdown_top(report):
+    """The Markdown lines of the fleet's top consumers by category."""
+    top = report.get("storage_top") or {}
+    if not top:
+        return ["No node's disk use was attributed (kubenode.gc.disk_usage)."]
+    lines = ["| category | largest consumers |", "|---|---|"]
+    for name in CATEGORIES:
+        if top.get(name):
+            lines.append("| %s | %s |" % (name, ", ".join("%s %s" % (r["host"], human_bytes(r["bytes"])) for r in top[name][:5])))
+    return lines
+
+
+def markdown_node(node):
+    """The Markdown lines of one node's breakdown (none without one)."""
+    storage = node.get("storage")
+    if not storage:
+        return []
+    parts = ", ".join("%s %s" % (name, _bytes(value)) for name, value in storage["categories"].items() if value is None or value > 0)
+    lines = ["- Disk use of %s: %s" % (_bytes(storage["used_bytes"]), parts or "nothing attributed")]
+    if storage["nodefs"]:
+        lines.append("- Kubelet root filesystem: %s" % ", ".join("%s %s" % (k, _bytes(v)) for k, v in sorted(storage["nodefs"].items())))
+    return lines

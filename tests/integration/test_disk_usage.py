@@ -1,0 +1,102 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""kubenode.gc.disk_usage on every real runtime: each category against the bytes statvfs saw its objects take."""
+
+import os
+
+from tests.integration import storage_objects as so
+
+# containerd's bolt database grows in steps while objects are created; that growth lands in the step's statvfs delta
+SLACK = 256 * 1024
+
+
+def near(got, want, what):
+    assert abs(got - want) <= 0.1 * want + SLACK, "%s: reported %d bytes, created %d" % (what, got, want)
+
+
+def by_id(category, key="id"):
+    return {o[key]: o for o in category["objects"]}
+
+
+def test_disk_usage_attributes_every_kind(ansible, runtime, runtime_name):
+    logs = os.path.join(runtime.imagefs_mountpoint if runtime.kind == "cri-o" else runtime.root, "test-pod-logs")
+    kubelet_root = os.path.join(runtime.workdir, "kubelet")
+    volume = os.path.join(kubelet_root, "pods", "uid-vol", "volumes", "kubernetes.io~empty-dir", "scratch")
+    os.makedirs(volume, exist_ok=True)
+    with open(os.path.join(volume, "data"), "wb") as f:
+        f.write(os.urandom(so.MIB))
+    args = dict(cri_endpoint=runtime.endpoint, pod_logs_dir=logs, kubelet_root_dir=kubelet_root)
+    if runtime.kind == "cri-o":
+        _crio(ansible, runtime, args)
+        return
+    made, created = so.create_all(runtime, logs)
+    res = ansible.module("kubenode.gc.disk_usage", args, check=True)
+    assert not res.get("failed"), res.get("msg")
+    assert res["changed"] is False and res["not_visible"] == [] and res["walks_stopped_early"] == []
+    cats = res["categories"]
+    assert set(cats) == {"k8s_images", "other_namespace_images", "writable_layers", "container_logs", "stale_ingests", "leased",
+                         "unreferenced_snapshots", "unaccounted"}
+    near(by_id(cats["k8s_images"], "name")["registry.k8s.io/storage-k8s:1"]["bytes"], created["k8s_image"], "k8s image")
+    others = by_id(cats["other_namespace_images"], "name")
+    near(others["docker.io/library/moby-only:1"]["bytes"], created["moby_image"], "moby image")
+    assert others["docker.io/library/moby-only:1"]["namespace"] == "moby"
+    near(others["docker.io/library/default-only:1"]["bytes"], created["default_image"], "default image")
+    near(cats["other_namespace_images"]["bytes"], created["moby_image"] + created["default_image"], "other_namespace_images")
+    near(by_id(cats["writable_layers"])[made["container"]]["bytes"], created["writable"], "writable layer")
+    near(cats["container_logs"]["bytes"], created["log"], "container_logs")
+    near(cats["stale_ingests"]["bytes"], created["ingest"], "stale_ingests")
+    ingest = by_id(cats["stale_ingests"])["stale-ingest-1"]
+    assert ingest["namespace"] == "default" and ingest["age_seconds"] >= 2
+    leases = by_id(cats["leased"])
+    near(leases[made["expired_lease"]]["bytes"], created["expired_lease"], "expired lease")
+    assert leases[made["expired_lease"]]["expired"] is True and leases[made["expired_lease"]]["expires"]
+    near(leases[made["old_lease"]]["bytes"], created["old_lease"], "lease without expiry")
+    assert leases[made["old_lease"]]["expired"] is False and leases[made["old_lease"]]["expires"] is None
+    snaps = by_id(cats["unreferenced_snapshots"])
+    near(snaps[made["snapshot"]]["bytes"], created["snapshot"], "unreferenced snapshot")
+    assert snaps[made["snapshot"]]["namespace"] == "default" and snaps[made["snapshot"]]["gc_root"] is True
+    # the rest: what was on the filesystem before the scenario (the sandbox image, containerd's files) and the
+    # bolt database's growth, minus the sandbox image the module attributes to k8s_images
+    pause = by_id(cats["k8s_images"], "name")[runtime.sandbox_image]["bytes"]
+    rest = res["used_bytes"] - sum(created.values()) - pause
+    near(cats["unaccounted"]["bytes"], rest, "unaccounted")
+    assert sum(c["bytes"] for c in cats.values()) == res["used_bytes"]
+    # the kubelet root is on another filesystem: its pod volumes are attributed there
+    assert res["nodefs"]["categories"]["pod_volumes"]["objects"][0]["id"] == "uid-vol"
+    near(res["nodefs"]["categories"]["pod_volumes"]["bytes"], so.MIB, "pod volumes")
+    assert res["rpc_calls"]["ListContainerStats"] == 1
+    assert not any(name.startswith("containerd.snapshots.Usage") and n > 20 for name, n in res["rpc_calls"].items())
+
+
+def test_disk_usage_walk_limit_says_it_stopped(ansible, runtime):
+    logs = os.path.join(runtime.workdir, "many-logs")
+    for n in range(5):
+        os.makedirs(os.path.join(logs, "ns_pod%d_uid%d" % (n, n), "c"), exist_ok=True)
+    res = ansible.module("kubenode.gc.disk_usage", dict(cri_endpoint=runtime.endpoint, pod_logs_dir=logs, walk_limit=3))
+    assert not res.get("failed"), res.get("msg")
+    assert res["walks_stopped_early"]
+    assert any("walk_limit" in w for w in res.get("warnings", []))
+
+
+def _crio(ansible, runtime, args):
+    from devtools.images import ImageSpec
+
+    runtime.import_images([ImageSpec("registry.k8s.io/storage-k8s:1", size=so.SIZES["k8s_image"])])
+    sandbox = runtime.run_pod("storage", namespace="storage-ns")
+    cid = runtime.add_container(sandbox, "writer", "registry.k8s.io/storage-k8s:1")
+    res = ansible.module("kubenode.gc.disk_usage", args, check=True)
+    assert not res.get("failed"), res.get("msg")
+    cats = res["categories"]
+    # containers/storage's own files are read: images and layers; it has no namespaces, ingests or leases
+    assert set(res["not_visible"]) == {"other_namespace_images", "stale_ingests", "leased"}
+    assert all(cats[name] is None for name in res["not_visible"])
+    assert cats["unreferenced_snapshots"]["bytes"] == 0  # every layer belongs to an image or a container
+    # the image's layer chain (uncompressed) and its own data: the filler dominates, shared busybox goes to the first image by name
+    got = by_id(cats["k8s_images"], "name")["registry.k8s.io/storage-k8s:1"]["bytes"]
+    assert so.SIZES["k8s_image"] <= got <= so.SIZES["k8s_image"] * 1.1 + 4 * so.MIB
+    # the harness's cri-o splits the image filesystem: its writable layers are on the container filesystem
+    assert cats["writable_layers"]["bytes"] == 0 and cid
+    assert any("container filesystem" in w for w in res.get("warnings", []))
+    assert sum(c["bytes"] for c in cats.values() if c) == res["used_bytes"]
+    assert any("cannot see" in w for w in res.get("warnings", []))

@@ -1,0 +1,92 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""kubenode.gc.storage_gc on every real runtime: the plan, check mode, the removals measured by statvfs, and cri-o's refusal."""
+
+import os
+
+from devtools.images import ImageSpec
+from tests.integration import storage_objects as so
+
+ARGS = dict(namespaces=["moby", "default"], ingest_max_age="1s", lease_max_age="1s")
+
+
+def state(runtime):
+    """What containerd holds outside the CRI, as its own tool lists it."""
+    out = {}
+    for ns in ("moby", "default"):
+        out[ns] = {
+            "images": sorted(so.ctr_ok(runtime, ns, "images", "ls", "-q").split()),
+            "leases": sorted(line.split()[0] for line in so.ctr_ok(runtime, ns, "leases", "ls").splitlines()[1:]),
+            "ingests": sorted(line.split()[0] for line in so.ctr_ok(runtime, ns, "content", "active").splitlines()[1:]),
+            "snapshots": sorted(line.split()[0] for line in so.ctr_ok(runtime, ns, "snapshots", "ls").splitlines()[1:]),
+        }
+    return out
+
+
+def run(ansible, runtime, check=False, **args):
+    return ansible.module("kubenode.gc.storage_gc", dict(args, cri_endpoint=runtime.endpoint), check=check,
+                          task_env={"KUBENODE_GC_LOCK_DIR": runtime.workdir})
+
+
+def test_storage_gc_frees_what_containerd_keeps(ansible, runtime):
+    if runtime.kind == "cri-o":
+        _crio(ansible, runtime)
+        return
+    made, created = so.create_all(runtime, os.path.join(runtime.root, "test-pod-logs"))
+    expected = {("ingest", "default", "stale-ingest-1"), ("lease", "default", made["expired_lease"]), ("lease", "default", made["old_lease"]),
+                ("image", "moby", "docker.io/library/moby-only:1"), ("image", "default", "docker.io/library/default-only:1"),
+                ("snapshot", "default", made["snapshot"])}
+    before = state(runtime)
+    used = so.used_bytes(runtime.imagefs_mountpoint)
+
+    plan = run(ansible, runtime, check=True, **ARGS)
+    assert not plan.get("failed"), plan.get("msg")
+    assert plan["supported"] is True and plan["freed_bytes"] == 0
+    assert {(s["kind"], s["namespace"], s["id"]) for s in plan["plan"]} == expected
+    assert state(runtime) == before
+    assert abs(so.used_bytes(runtime.imagefs_mountpoint) - used) < 64 * 1024
+    # keep_images and an unset lease_max_age narrow the plan
+    narrow = run(ansible, runtime, check=True, namespaces=["moby", "default"], ingest_max_age="1s", keep_images=["docker.io/library/default-*"])
+    assert {(s["kind"], s["id"]) for s in narrow["plan"]} == {(k, i) for k, _n, i in expected} - {
+        ("image", "docker.io/library/default-only:1"), ("lease", made["old_lease"])}
+
+    res = run(ansible, runtime, **ARGS)
+    assert not res.get("failed"), res.get("msg")
+    assert res["changed"] is True and res["plan"] == plan["plan"]
+    freed = used - so.used_bytes(runtime.imagefs_mountpoint)
+    assert abs(res["freed_bytes"] - freed) <= 0.1 * freed
+    made_bytes = sum(created[k] for k in ("moby_image", "default_image", "ingest", "expired_lease", "old_lease", "snapshot"))
+    assert abs(freed - made_bytes) <= 0.1 * made_bytes, (freed, made_bytes)
+    after = state(runtime)
+    for ns in ("moby", "default"):
+        assert after[ns] == {"images": [], "leases": [], "ingests": [], "snapshots": []}, after
+    # the CRI's images are untouched, and the one in use still starts a container
+    cid = runtime.add_container(runtime.run_pod("after", namespace="storage-ns"), "again", "registry.k8s.io/storage-k8s:1")
+    assert runtime.client.container_status(cid).status.state == 1
+    assert runtime.client.container_status(made["container"]).status.state == 1
+
+    again = run(ansible, runtime, **ARGS)
+    assert not again.get("failed"), again.get("msg")
+    assert again["changed"] is False and again["plan"] == []
+
+
+def test_storage_gc_refuses_k8s_io(ansible, runtime):
+    if runtime.kind == "cri-o":
+        return
+    runtime.import_images([ImageSpec("registry.k8s.io/refuse:1", size=so.MIB)])
+    res = run(ansible, runtime, namespaces=["moby", "k8s.io"])
+    assert res.get("failed") and res["changed"] is False
+    assert "k8s.io" in res["msg"] and res["msg"].count(". ") == 0
+    assert "registry.k8s.io/refuse:1" in {t for img in runtime.client.list_images() for t in img.repo_tags}
+
+
+def _crio(ansible, runtime):
+    runtime.import_images([ImageSpec("registry.k8s.io/crio-storage:1", size=so.MIB)])
+    images = sorted(img.id for img in runtime.client.list_images())
+    for check in (True, False):
+        res = run(ansible, runtime, check=check, **ARGS)
+        assert not res.get("failed"), res.get("msg")
+        assert res["supported"] is False and res["changed"] is False and res["plan"] == [] and res["freed_bytes"] == 0
+        assert any("crio wipe" in w and "drain" in w for w in res.get("warnings", []))
+    assert sorted(img.id for img in runtime.client.list_images()) == images

@@ -1,0 +1,120 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""storage_gc's and disk_usage's options: bad input fails with one sentence naming what was written."""
+
+import pytest
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _disk_usage, _storage_gc
+from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
+from ansible_collections.kubenode.gc.plugins.modules import disk_usage, storage_gc
+
+
+def sgc(**kw):
+    return _storage_gc.options(params_for(storage_gc.ARGUMENT_SPEC, **kw))
+
+
+def test_defaults():
+    opts = sgc()
+    assert opts["namespaces"] == [] and opts["keep_images"] == [] and opts["ingest_max_age"] == 3600 * 10**9
+    assert opts["lease_max_age"] is None and opts["lock_timeout"] == 300
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(namespaces=["moby", "k8s.io"]), "namespaces must not name k8s.io"),
+    (dict(namespaces=[""]), "empty name"),
+    (dict(ingest_max_age="soon"), "ingest_max_age must be a Go duration such as 1h or 30m, got 'soon'"),
+    (dict(lease_max_age="-1h"), "lease_max_age must not be negative, got '-1h'"),
+    (dict(keep_images=["img[1-"]), "never closed"),
+    (dict(lock_timeout=float("nan")), "lock_timeout must be a finite number"),
+])
+def test_bad_options_fail_in_one_sentence(kw, message):
+    with pytest.raises(OptionError, match=message) as err:
+        sgc(**kw)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(pod_logs_dir="logs"), "pod_logs_dir must be an absolute path, got 'logs'"),
+    (dict(walk_limit=0), "walk_limit must be 1 or more"),
+])
+def test_disk_usage_bad_options(kw, message):
+    with pytest.raises(OptionError, match=message):
+        _disk_usage.options(params_for(disk_usage.ARGUMENT_SPEC, **kw))
+
+
+def test_walker_stops_and_says_where(tmp_path):
+    for n in range(4):
+        (tmp_path / ("d%d" % n)).mkdir()
+        (tmp_path / ("d%d" % n) / "f").write_bytes(b"x" * 5000)
+    walker = _disk_usage.Walker(3)
+    _size, complete = walker.size(str(tmp_path))
+    assert complete is False and walker.stopped == [str(tmp_path)]
+    full = _disk_usage.Walker(100)
+    size, complete = full.size(str(tmp_path))
+    assert complete and size >= 4 * 5000 and full.stopped == []
+
+
+class _Version:
+    runtime_name = "containerd"
+
+
+class _Cri:
+    endpoint = "unix:///fake.sock"
+
+    def version(self):
+        return _Version()
+
+    def list_pod_sandbox(self):
+        return []
+
+
+class _Api:
+    """containerd's API as storage_gc calls it: the ingest is already gone, the image fails, the rest succeeds."""
+
+    calls = []
+
+    def __init__(self, cri):
+        pass
+
+    def abort_ingest(self, ns, ref):
+        from ansible_collections.kubenode.gc.plugins.module_utils._containerd._client import ContainerdError
+        raise ContainerdError("containerd at unix:///fake.sock failed content Abort in namespace moby: not found (NOT_FOUND).", code="NOT_FOUND")
+
+    def delete_lease(self, ns, lease_id, sync=True):
+        self.calls.append(("lease", lease_id))
+
+    def delete_image(self, ns, name, sync=True):
+        from ansible_collections.kubenode.gc.plugins.module_utils._containerd._client import ContainerdError
+        raise ContainerdError("containerd at unix:///fake.sock failed images Delete in namespace moby: boom (UNKNOWN).", code="UNKNOWN")
+
+
+def _fake_node(monkeypatch, tmp_path):
+    from tests.unit.plugins.module_utils.test__storage_policy import NOW, inventory
+
+    monkeypatch.setattr(_storage_gc, "read_imagefs", lambda client: [{"kind": "image", "mountpoint": str(tmp_path)}])
+    monkeypatch.setattr(_storage_gc._inventory, "read", lambda api: inventory())
+    monkeypatch.setattr(_storage_gc._inventory, "fill_usage", lambda api, inv, wanted: None)
+    monkeypatch.setattr(_storage_gc, "ContainerdClient", _Api)
+    monkeypatch.setenv("KUBENODE_GC_LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(_storage_gc.time, "time_ns", lambda: NOW)  # the inventory's clock
+    _Api.calls = []
+
+
+def test_a_failure_after_removals_says_changed_and_returns_the_plan(monkeypatch, tmp_path):
+    _fake_node(monkeypatch, tmp_path)
+    opts = sgc(namespaces=["moby"], ingest_max_age="1s")
+    with pytest.raises(KubenodeGcError) as err:
+        _storage_gc.run(_Cri(), opts)
+    result = err.value.result
+    assert str(err.value).startswith("storage_gc stopped at image busy:1 in namespace moby: containerd at unix:///fake.sock failed images Delete")
+    assert result["changed"] is True and _Api.calls == [("lease", "old")]
+    assert result["already_gone"] == [{"kind": "ingest", "namespace": "moby", "id": "ing-1"}]
+    assert [s["kind"] for s in result["plan"]] == ["ingest", "lease", "image", "snapshot", "snapshot"]
+
+
+def test_check_mode_calls_nothing_that_changes(monkeypatch, tmp_path):
+    _fake_node(monkeypatch, tmp_path)
+    result = _storage_gc.run(_Cri(), sgc(namespaces=["moby"], ingest_max_age="1s"), check_mode=True)
+    assert result["changed"] is False and _Api.calls == [] and len(result["plan"]) == 5 and result["freed_bytes"] == 0

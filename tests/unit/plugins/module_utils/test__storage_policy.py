@@ -1,0 +1,121 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The pure attribution and storage_gc plan on inventories shaped as containerd's GC sees them."""
+
+import pytest
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _storage_policy as P
+from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import keep_matcher
+
+SN = "overlayfs"
+NOW = 1_800_000_000 * 10**9
+
+
+def ns(images=(), content=None, snapshots=None, leases=(), containers=(), ingests=()):
+    return {"images": [{"name": n, "target": t} for n, t in images], "content": content or {}, "snapshots": snapshots or {},
+            "leases": list(leases), "containers": list(containers), "ingests": list(ingests)}
+
+
+def blob(size, **labels):
+    return {"size": size, "labels": labels}
+
+
+def snap(size, parent="", **labels):
+    return {"size": size, "parent": parent, "kind": 3, "labels": labels}
+
+
+def image_ns(prefix, layer_size, snap_size, shared=None):
+    """One image: manifest -> config (gc.ref.snapshot to its top snapshot) and a layer; two snapshots."""
+    content = {
+        prefix + "manifest": blob(100, **{"containerd.io/gc.ref.content.config": prefix + "config", "containerd.io/gc.ref.content.l.0": prefix + "layer"}),
+        prefix + "config": blob(10, **{"containerd.io/gc.ref.snapshot.overlayfs": prefix + "top"}),
+        prefix + "layer": blob(layer_size),
+    }
+    if shared:
+        content[prefix + "manifest"]["labels"]["containerd.io/gc.ref.content.l.1"] = shared
+        content[shared] = blob(1000)
+    snapshots = {(SN, prefix + "base"): snap(snap_size), (SN, prefix + "top"): snap(snap_size, parent=prefix + "base")}
+    return content, snapshots
+
+
+def inventory():
+    k_content, k_snaps = image_ns("k-", 500, 700, shared="shared")
+    m_content, m_snaps = image_ns("m-", 300, 400, shared="shared")
+    m_content["leased-blob"] = blob(50)
+    m_snaps[(SN, "rooted")] = snap(60, **{"containerd.io/gc.root": "x"})
+    m_snaps[(SN, "rooted-child")] = snap(7, parent="rooted")
+    k_snaps[(SN, "ctr-rw")] = snap(None, parent="k-top")
+    return {
+        "k8s.io": ns(images=[("app:1", "k-manifest"), ("sha256:kid", "k-manifest")], content=k_content, snapshots=k_snaps,
+                     containers=[{"id": "c1", "image": "app:1", "snapshotter": SN, "snapshot_key": "ctr-rw", "labels": {}}]),
+        "moby": ns(images=[("busy:1", "m-manifest")], content=m_content, snapshots=m_snaps,
+                   leases=[{"id": "old", "created_ns": NOW - 3600 * 10**9, "labels": {"containerd.io/gc.expire": "2020-01-01T00:00:00Z"},
+                            "resources": [("content", "leased-blob"), ("ingests", "ing-1")]}],
+                   ingests=[{"ref": "ing-1", "offset": 30, "total": 90, "started_ns": NOW - 7200 * 10**9, "updated_ns": NOW - 7000 * 10**9}]),
+    }
+
+
+def test_attribution_is_disjoint_and_complete():
+    inv = inventory()
+    writable = [{"namespace": "pods", "id": "c1", "name": "app", "bytes": 11}]
+    logs = [{"namespace": "pods", "name": "p", "id": "pods_p_uid", "bytes": 13}]
+    cats = P.attribute(inv, 100000, writable, logs, NOW)
+    assert list(cats) == list(P.CATEGORIES)
+    # the blob shared by both namespaces counts once, in k8s_images
+    assert cats["k8s_images"]["bytes"] == 100 + 10 + 500 + 1000 + 700 * 2
+    assert cats["k8s_images"]["objects"] == [{"namespace": "k8s.io", "name": "app:1", "id": "k-manifest", "bytes": 3010}]
+    assert cats["other_namespace_images"]["bytes"] == 100 + 10 + 300 + 400 * 2
+    assert cats["writable_layers"]["bytes"] == 11 and cats["container_logs"]["bytes"] == 13
+    assert cats["stale_ingests"]["objects"][0]["bytes"] == 30 and cats["stale_ingests"]["objects"][0]["idle_seconds"] == 7000
+    assert cats["leased"]["objects"][0]["bytes"] == 50 and cats["leased"]["objects"][0]["expired"] is True
+    assert {o["id"] for o in cats["unreferenced_snapshots"]["objects"]} == {"rooted", "rooted-child"}
+    assert cats["unreferenced_snapshots"]["bytes"] == 67
+    assert sum(c["bytes"] for c in cats.values()) == 100000
+
+
+def test_usage_is_asked_for_all_but_the_cris_writable_layers():
+    wanted = P.needs_usage(inventory())
+    assert ("k8s.io", SN, "ctr-rw") not in wanted and ("moby", SN, "rooted") in wanted
+    assert ("k8s.io", SN, "ctr-rw") in P.needs_usage(inventory(), cri_container_snapshots=False)
+
+
+def test_plan_order_keep_and_leaves_first():
+    inv = inventory()
+    steps = P.plan(inv, ["moby"], None, 3600 * 10**9, None, NOW)
+    assert [(s["kind"], s["id"]) for s in steps] == [("ingest", "ing-1"), ("lease", "old"), ("image", "busy:1"),
+                                                     ("snapshot", "rooted-child"), ("snapshot", "rooted")]
+    kept = P.plan(inv, ["moby"], keep_matcher(["busy:*"]), 3600 * 10**9, None, NOW)
+    assert ("image", "busy:1") not in [(s["kind"], s["id"]) for s in kept]
+    young = P.plan(inv, [], None, 8000 * 10**9, None, NOW)
+    assert [s["kind"] for s in young] == ["lease", "snapshot", "snapshot"]
+
+
+def test_image_used_by_a_container_of_its_namespace_stays():
+    inv = inventory()
+    inv["moby"]["containers"].append({"id": "d1", "image": "busy:1", "snapshotter": SN, "snapshot_key": "", "labels": {}})
+    assert "image" not in [s["kind"] for s in P.plan(inv, ["moby"], None, 0, None, NOW)]
+
+
+def test_lease_max_age_takes_unexpired_leases():
+    inv = inventory()
+    inv["moby"]["leases"][0]["labels"] = {}
+    assert "lease" not in [s["kind"] for s in P.plan(inv, [], None, 10**18, None, NOW)]
+    assert "lease" in [s["kind"] for s in P.plan(inv, [], None, 10**18, 60 * 10**9, NOW)]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2026-01-01T00:00:00Z", 1767225600 * 10**9),
+    ("2026-01-01T01:00:00.5+01:00", 1767225600 * 10**9 + 500000000),
+    ("tomorrow", None),
+])
+def test_parse_rfc3339(text, expected):
+    assert P.parse_rfc3339(text) == expected
+
+
+def test_a_live_sandboxs_lease_is_never_planned():
+    inv = inventory()
+    inv["k8s.io"]["leases"].append({"id": "sandbox-1", "created_ns": NOW - 10**12, "labels": {}, "resources": []})
+    steps = P.plan(inv, [], None, 10**18, 1, NOW, sandboxes=["sandbox-1"])
+    assert "sandbox-1" not in [s["id"] for s in steps]
+    assert "sandbox-1" in [s["id"] for s in P.plan(inv, [], None, 10**18, 1, NOW)]

@@ -1,0 +1,62 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The audit report's storage view: per-node breakdown, findings, the fleet's top consumers (through audit_report)."""
+
+from ansible_collections.kubenode.gc.plugins.filter import audit_report as ar
+from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_storage as rs
+
+MiB = 1 << 20
+
+
+def disk_usage(used, **bytes_by_category):
+    names = ("k8s_images", "other_namespace_images", "writable_layers", "container_logs", "stale_ingests", "leased", "unreferenced_snapshots",
+             "unaccounted")
+    cats = {name: {"bytes": 0, "objects": []} for name in names}
+    for name, value in bytes_by_category.items():
+        cats[name] = value if isinstance(value, dict) else {"bytes": value, "objects": []}
+    return {"changed": False, "used_bytes": used, "categories": cats, "nodefs": None}
+
+
+def test_breakdown_findings_and_top():
+    leased = {"bytes": 2 * MiB, "objects": [{"namespace": "default", "id": "old", "bytes": 2 * MiB, "expired": True}]}
+    others = {"bytes": 50 * MiB, "objects": [{"namespace": "moby", "name": "golang:1", "bytes": 50 * MiB}]}
+    raw = [
+        {"host": "a", "disk_usage": disk_usage(100 * MiB, k8s_images=40 * MiB, stale_ingests=3 * MiB, leased=leased, other_namespace_images=others,
+                                               unreferenced_snapshots=MiB, unaccounted=4 * MiB)},
+        {"host": "b", "disk_usage": disk_usage(100 * MiB, k8s_images=60 * MiB, unaccounted=40 * MiB)},
+        {"host": "c", "disk_usage": {"failed": True, "msg": "boom"}},
+    ]
+    nodes = [{"host": r["host"], "findings": []} for r in raw]
+    top = rs.add(nodes, raw)
+    by = {n["host"]: n for n in nodes}
+    assert by["a"]["storage"]["categories"]["other_namespace_images"] == 50 * MiB and by["c"]["storage"] is None
+    assert sorted(f["code"] for f in by["a"]["findings"]) == ["expired_leases", "other_namespace_images", "stale_ingests", "unreferenced_snapshots"]
+    assert "moby" in [f for f in by["a"]["findings"] if f["code"] == "other_namespace_images"][0]["message"]
+    assert [f["code"] for f in by["b"]["findings"]] == ["large_unaccounted"]
+    assert top["k8s_images"] == [{"host": "b", "bytes": 60 * MiB}, {"host": "a", "bytes": 40 * MiB}]
+    assert "writable_layers" not in top
+
+
+def test_crio_null_categories_are_kept_null():
+    result = disk_usage(10 * MiB, k8s_images=5 * MiB)
+    result["categories"]["leased"] = None
+    assert rs.breakdown(result)["categories"]["leased"] is None
+
+
+def test_audit_report_carries_storage():
+    report = ar.audit_report([{"host": "n1", "disk_usage": disk_usage(10 * MiB, k8s_images=9 * MiB, stale_ingests=MiB)}])
+    node = report["nodes"][0]
+    assert node["storage"]["categories"]["stale_ingests"] == MiB
+    assert "stale_ingests" in [f["code"] for f in node["findings"]]
+    assert report["summary"]["findings"]["warning"] >= 1
+    assert report["storage_top"]["k8s_images"] == [{"host": "n1", "bytes": 9 * MiB}]
+
+
+def test_markdown_shows_breakdown_and_top():
+    from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_md
+
+    report = ar.audit_report([{"host": "n1", "disk_usage": disk_usage(10 * MiB, k8s_images=9 * MiB, stale_ingests=MiB)}])
+    text = _report_md.render(report)
+    assert "## Disk use by category" in text and "| k8s_images | n1 9.0 MiB |" in text.replace("9 MiB", "9.0 MiB")
+    assert "- Disk use of 10" in text and "stale_ingests 1" in text
