@@ -24,8 +24,7 @@ import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _container_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
-from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import read_containers, read_node

@@ -21,8 +21,7 @@ import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
-from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError, PolicyError
 from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import check_keep_patterns, keep_matcher
