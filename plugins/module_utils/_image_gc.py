@@ -186,6 +186,22 @@ def run(client, opts, check_mode=False, now=None, statvfs=statvfs_usage):
     return result
 
 
+def observe(client, opts, now=None):
+    """Record what the node runs in the ledger and remove nothing (kubenode.gc.gc_timer's observe-only mode): under the node
+    lock, read the node and update the records as a run does (first_detected, last_used), then save the ledger. Returns
+    ``{"images", "in_use", "ledger", "warnings", "usage_before", "available_before"}``; LedgerError/CriError as run()."""
+    if not opts["ledger_path"]:
+        raise OptionError("Observing needs a ledger_path: without one there is nothing to record.")
+    warnings = []
+    with _ledger.NodeLock(_ledger.node_lock_path(client.endpoint), opts["lock_timeout"], warnings=warnings):
+        state = _State(client, opts, now)
+        state.ledger["images"] = state.records
+        _ledger.save(state.ledger_path, state.ledger)
+    return {"images": len(state.images), "in_use": sum(1 for i in state.images if i["in_use"]), "warnings": warnings + state.warnings,
+            "ledger": {"path": state.ledger_path, "saved": True, "records": len(state.records)},
+            "usage_before": state.plan.usage_before, "available_before": state.plan.available_before}
+
+
 class _State:
     """What one run read and decided: the node's images and image filesystem, the ledger and the plan."""
 
