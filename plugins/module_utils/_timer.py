@@ -88,8 +88,8 @@ def run(config, now=time.time):
             if state["observe"]:
                 seen = _image_gc.observe(client, image_opts)
                 state["usage_before"] = state["usage_after"] = seen["usage_before"]
-                parts.append("observed %d image(s), %d in use; ledger %d record(s), nothing removed" % (seen["images"], seen["in_use"],
-                                                                                                         seen["ledger"]["records"]))
+                parts.append("observed %d image(s), %d in use; ledger %d record(s), nothing removed"
+                             % (seen["images"], seen["in_use"], seen["ledger"]["records"]))
             else:
                 if config.get("containers", True):
                     _containers(state, parts, _container_gc.run(client, container_opts))

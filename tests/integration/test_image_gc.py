@@ -168,11 +168,14 @@ def test_byte_targets_start_below_free_bytes_high_and_stop_at_free_bytes_low(ans
     assert abs(quiet["available_before"] - free) < MIB  # the runtime's own metadata moves it a little
     # below it: the byte target alone starts the pass and frees to free_bytes_low, not much further
     low = "%dKi" % ((free + 10 * MIB) // 1024)
-    plan = gc(ansible, runtime, check=True, high_threshold_percent=now + 1, low_threshold_percent=now - 10, free_bytes_high=free + MIB, free_bytes_low=low)
+    plan = gc(ansible, runtime, check=True, high_threshold_percent=now + 1, low_threshold_percent=now - 10, free_bytes_high=free + MIB,
+              free_bytes_low=low)
     sizes = [r["size"] for r in plan["removed"]]
-    assert plan["triggered_by"] == ["bytes"] and plan["target"] == "bytes" and plan["bytes_to_free"] == (free + 10 * MIB) // 1024 * 1024 - plan["available_before"]
+    assert plan["triggered_by"] == ["bytes"] and plan["target"] == "bytes"
+    assert plan["bytes_to_free"] == (free + 10 * MIB) // 1024 * 1024 - plan["available_before"]
     assert sum(sizes) >= plan["bytes_to_free"] > sum(sizes[:-1])  # the size-based plan stops at the first sum that reaches it
-    hit = gc(ansible, runtime, high_threshold_percent=now + 1, low_threshold_percent=now - 10, free_bytes_high=free + MIB, free_bytes_low=low)
+    hit = gc(ansible, runtime, high_threshold_percent=now + 1, low_threshold_percent=now - 10, free_bytes_high=free + MIB,
+             free_bytes_low=low)
     assert not hit.get("failed"), hit.get("msg")
     target = (free + 10 * MIB) // 1024 * 1024
     after = available(runtime)

@@ -76,7 +76,7 @@ def test_1_the_timer_fires_and_frees_to_the_low_byte_target_without_the_controll
     left = host.check_output("ls /var/lib/kubenode-gc/")
     assert "image-ledger.json" in left
     ledger = json.loads(host.file("/var/lib/kubenode-gc/image-ledger.json").content_string)
-    assert len([i for i in ledger["images"]]) >= 2
+    assert len(ledger["images"]) >= 2
     # one journal line per run, what was removed and freed; systemctl status shows the last result
     journal = host.check_output("journalctl -u kubenode-gc.service --no-pager -o cat")
     assert "kubenode-gc-timer: ok: container GC removed 0 container(s)" in journal and "image GC removed" in journal
@@ -107,7 +107,7 @@ def test_3_a_concurrent_cleanup_and_the_timer_both_finish(host, name):
     time.sleep(1.1)
     host.check_output("systemctl start --no-block kubenode-gc.service")
     run = cleanup(name)
-    out, _ = run.communicate(timeout=300)
+    out = run.communicate(timeout=300)[0]
     assert run.returncode == 0, out
     state = wait_for(lambda: read_state(host)["finished_at"] != before and read_state(host), timeout=60)
     assert state and state["result"] == "ok", state
@@ -118,7 +118,7 @@ def test_3_a_concurrent_cleanup_and_the_timer_both_finish(host, name):
 
 def test_4_absent_leaves_nothing_behind(host, name):
     run = playbook(name, "- hosts: all\n  gather_facts: false\n  roles:\n    - role: kubenode.gc.gc_timer\n      vars:\n        gc_timer_state: absent\n")
-    out, _ = run.communicate(timeout=300)
+    out = run.communicate(timeout=300)[0]
     assert run.returncode == 0, out
     for path in LEFT_BEHIND:
         assert not host.file(path).exists, path
