@@ -125,7 +125,7 @@ if want molecule; then
 step "Molecule: every role on real node containers"
 collection_tree
 # starts dockerd when nothing runs it, builds the node images when missing (all at once, in parallel)
-scenarios=${KUBENODE_GC_MOLECULE_SCENARIOS:-node_prereqs kubelet_gc containerd_storage crio_storage}
+scenarios=${KUBENODE_GC_MOLECULE_SCENARIOS:-node_prereqs kubelet_gc containerd_storage crio_storage gc_timer}
 KUBENODE_GC_CRIO_DIR=$(python -m devtools.cli crio-dir)
 runtimes=(containerd-1.6 containerd-1.7 containerd-2)
 if [ -n "$KUBENODE_GC_CRIO_DIR" ]; then

@@ -215,6 +215,11 @@ def _node(node):
         findings.append(_finding("image_gc", "warning", "gc_insufficient",
                                  "Image GC under the node's policy would not bring inode usage from %s%% down to the low inode threshold "
                                  "(estimated); the rest is used by images in use or by non-image data." % policy_run.get("inodes_usage_before")))
+    elif policy_run is not None and policy_run.get("insufficient") and policy_run.get("target") == "bytes":
+        findings.append(_finding("image_gc", "warning", "gc_insufficient",
+                                 "Image GC under the node's policy would free %s of the %s needed to bring the available bytes up to "
+                                 "free_bytes_low; the rest is used by images in use or by non-image data."
+                                 % (human_bytes(_int(policy_run.get("bytes_freed_estimated")) or 0), human_bytes(_int(policy_run.get("bytes_to_free")) or 0))))
     elif policy_run is not None and policy_run.get("insufficient"):
         findings.append(_finding("image_gc", "warning", "gc_insufficient",
                                  "Image GC under the node's policy would free %s of the %s needed to bring usage from %s%% down to the low "

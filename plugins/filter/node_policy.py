@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _gc_policy
+from ansible_collections.kubenode.gc.plugins.module_utils import _gc_policy, _image_gc
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 from ansible_collections.kubenode.gc.plugins.module_utils._findings import at_or_above
 from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import runtime_kind as _pin_kind
@@ -87,16 +87,26 @@ def _percent(value, name):
         raise AnsibleFilterError("imagefs_pressure: %s must be an integer percent, got %r." % (name, value)) from None
 
 
-def imagefs_pressure(value, high, inodes_high=None):
+def imagefs_pressure(value, high, inodes_high=None, free_bytes_high=None):
     """Why a node's image filesystem needs image GC: one sentence per measure at or above its high threshold (bytes: the
-    kubelet's usage percent against ``high``; inodes: the same formula over inodes against ``inodes_high``, when set).
-    An empty list when neither is reached."""
+    kubelet's usage percent against ``high``; available bytes strictly below ``free_bytes_high``, when set; inodes: the
+    same formula over inodes against ``inodes_high``, when set). An empty list when none is reached."""
     fs = image_filesystem(value)
     high, inodes_high = _percent(high, "high"), _percent(inodes_high, "inodes_high")
     reasons = []
     usage = fs.get("usage_percent")
     if _gc_policy.over_high_threshold(usage, high):
         reasons.append("imagefs usage %d%% is at or above the high threshold %d%%" % (int(usage), high))
+    if free_bytes_high not in (None, ""):
+        try:
+            free_high = _image_gc.byte_amount("free_bytes_high", free_bytes_high)
+        except KubenodeGcError as exc:
+            raise AnsibleFilterError("imagefs_pressure: %s" % exc) from None
+        available, capacity = fs.get("available_bytes"), fs.get("capacity_bytes")
+        if available is not None and capacity:
+            available = min(int(available), int(capacity))
+            if available < free_high:
+                reasons.append("imagefs has %d bytes available, below free_bytes_high %d" % (available, free_high))
     total, free = fs.get("inodes_total"), fs.get("inodes_free")
     if inodes_high is not None and total and free is not None:
         inodes = _usage_percent(int(total), int(free))

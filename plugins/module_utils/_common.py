@@ -20,12 +20,10 @@ Every module's main() is ``execute(module, options, run, backend)``:
 
 from __future__ import annotations
 
-import math
-
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _config_io, _cri
-from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 
 # Mirrors plugins/doc_fragments/cri.py.
 CRI_COMMON_ARGS = dict(
@@ -78,12 +76,8 @@ def require_cri_libraries(why=""):
 
 
 def cri_options(params):
-    """The shared CRI options, checked: (endpoint option or None, timeout in seconds)."""
-    if params["cri_timeout"] <= 0:
-        raise OptionError("cri_timeout must be a positive number of seconds, got %s." % params["cri_timeout"])
-    if not math.isfinite(params["cri_timeout"]):
-        raise OptionError("cri_timeout must be a finite number of seconds, got %s." % params["cri_timeout"])
-    return dict(cri_endpoint=params["cri_endpoint"], cri_timeout=params["cri_timeout"])
+    """The shared CRI options, checked (_cri.cri_options, which code running without Ansible uses too)."""
+    return _cri.cri_options(params)
 
 
 def cri_client(module, opts):

@@ -25,8 +25,7 @@ import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _container_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
-from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import LOST_ANSWER_CODES, CriError
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import LOST_ANSWER_CODES, CriError, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import RUNTIME_BACK_WAIT, read_after_outage, read_containers, read_node, read_sandboxes

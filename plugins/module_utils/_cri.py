@@ -15,6 +15,7 @@ makes per method (``rpc_calls``) so modules can prove how much they asked.
 from __future__ import annotations
 
 import errno
+import math
 import os
 import socket
 import stat
@@ -22,7 +23,7 @@ import threading
 import traceback
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _cri_api_pb2 as pb
-from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
 
 try:
     import grpc
@@ -64,6 +65,17 @@ class CriError(KubenodeGcError):
         self.endpoint = endpoint
         self.method = method
         self.code = code
+
+
+def cri_options(params):
+    """The shared CRI options (cri_endpoint, cri_timeout), checked: (endpoint option or None, timeout in seconds).
+
+    Here rather than in _common so that code running without Ansible (the gc_timer role's runner) can check them."""
+    if params["cri_timeout"] <= 0:
+        raise OptionError("cri_timeout must be a positive number of seconds, got %s." % params["cri_timeout"])
+    if not math.isfinite(params["cri_timeout"]):
+        raise OptionError("cri_timeout must be a finite number of seconds, got %s." % params["cri_timeout"])
+    return dict(cri_endpoint=params["cri_endpoint"], cri_timeout=params["cri_timeout"])
 
 
 def endpoint_to_path(endpoint):

@@ -21,12 +21,18 @@ import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
-from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import LOST_ANSWER_CODES, CriError
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import LOST_ANSWER_CODES, CriError, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError, PolicyError
 from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import check_keep_patterns, keep_matcher
-from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import validate_ages, validate_inode_thresholds, validate_thresholds
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import (
+    IMAGE_GC_HIGH_THRESHOLD_PERCENT,
+    IMAGE_GC_LOW_THRESHOLD_PERCENT,
+    validate_ages,
+    validate_inode_thresholds,
+    validate_thresholds,
+)
+from ansible_collections.kubenode.gc.plugins.module_utils._quantity import QuantityError, parse_quantity
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
     RUNTIME_BACK_WAIT,
     image_filesystem,
@@ -43,18 +49,67 @@ from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
 
 RESULT_KEYS = ("removed", "kept", "usage_before", "usage_after", "bytes_to_free", "bytes_freed_estimated", "bytes_freed_measured",
                "target_reached", "insufficient", "errors", "ledger", "inodes_usage_before", "inodes_usage_after", "inodes_to_free",
-               "inodes_freed_measured", "unconfirmed")
+               "inodes_freed_measured", "unconfirmed", "triggered_by", "target", "available_before", "available_after")
+
+
+def byte_amount(name, value):
+    """A byte amount as an int: a non-negative integer, or a Kubernetes quantity string such as V(50Gi) or V(80G) that is a
+    whole number of bytes. OptionError naming ``name`` and what was written otherwise; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise OptionError("%s must be a number of bytes or a quantity such as 50Gi, got %r." % (name, value))
+    if isinstance(value, int):
+        amount = value
+    else:
+        text = value.strip()
+        try:
+            amount = int(text) if text.isdigit() else parse_quantity(text).value
+        except QuantityError as exc:
+            raise OptionError("%s %r is not a number of bytes or a quantity such as 50Gi: %s." % (name, value, exc))
+        if amount != int(amount):
+            raise OptionError("%s %r is not a whole number of bytes." % (name, value))
+        amount = int(amount)
+    if amount < 0:
+        raise OptionError("%s must be 0 or more bytes, got %r." % (name, value))
+    return amount
+
+
+def free_bytes_targets(params):
+    """(free_bytes_high, free_bytes_low) in bytes, checked: both or neither, and low >= high (GC starts below the first and
+    frees until the second is available)."""
+    high = byte_amount("free_bytes_high", params.get("free_bytes_high"))
+    low = byte_amount("free_bytes_low", params.get("free_bytes_low"))
+    if (high is None) != (low is None):
+        raise OptionError("free_bytes_high and free_bytes_low must be set together, got only %s."
+                          % ("free_bytes_high" if low is None else "free_bytes_low"))
+    if high is not None and low < high:
+        raise OptionError("free_bytes_low (%s) must be at least free_bytes_high (%s): the run starts when fewer than free_bytes_high "
+                          "bytes are free and frees until free_bytes_low are." % (params["free_bytes_low"], params["free_bytes_high"]))
+    return high, low
+
+
+def percent_targets(params, bytes_on):
+    """(high, low) threshold percents: the kubelet's defaults for the one not set; both None (no percent target) when neither
+    is set and byte targets are."""
+    high, low = params.get("high_threshold_percent"), params.get("low_threshold_percent")
+    if high is None and low is None and bytes_on:
+        return None, None
+    return (IMAGE_GC_HIGH_THRESHOLD_PERCENT if high is None else high, IMAGE_GC_LOW_THRESHOLD_PERCENT if low is None else low)
 
 
 def options(params):
     """The module's parameters, checked, as run() takes them: thresholds, durations in ns, limits."""
-    opts = dict(cri_options(params), mode=params["mode"], high=params["high_threshold_percent"], low=params["low_threshold_percent"],
+    free_high, free_low = free_bytes_targets(params)
+    high, low = percent_targets(params, free_high is not None)
+    opts = dict(cri_options(params), mode=params["mode"], high=high, low=low, free_bytes_high=free_high, free_bytes_low=free_low,
                 keep_images=params["keep_images"], ledger_path=params["ledger_path"] or "", measure_freed=params["measure_freed"],
                 fail_on_insufficient=params["fail_on_insufficient"], max_removals=params["max_removals"],
                 parallelism=params["parallelism"], lock_timeout=params["lock_timeout"],
                 inodes_high=params.get("inodes_high_threshold_percent"), inodes_low=params.get("inodes_low_threshold_percent"))
     try:
-        validate_thresholds(opts["high"], opts["low"])
+        if opts["high"] is not None:
+            validate_thresholds(opts["high"], opts["low"])
         validate_inode_thresholds(opts["inodes_high"], opts["inodes_low"])
         for name in ("min_age", "max_age"):
             try:
@@ -87,6 +142,15 @@ def free_disk_space_failed(usage, capacity, freed):
     return (
         "Insufficient free disk space on the node's image filesystem (%d%% of %s used). Failed to free sufficient space by deleting unused images "
         "(freed %d bytes). Investigate disk usage, as it could be used by active images, logs, volumes, or other data." % (usage, format_size(capacity), freed)
+    )
+
+
+def free_bytes_failed(target, capacity, freed):
+    """The byte target's shortfall, worded like FreeDiskSpaceFailed (the kubelet has no byte target, so no text of its own)."""
+    return (
+        "Insufficient free disk space on the node's image filesystem (free_bytes_low %s of %s not reached). Failed to free sufficient space "
+        "by deleting unused images (freed %d bytes). Investigate disk usage, as it could be used by active images, logs, volumes, or other "
+        "data." % (format_size(target), format_size(capacity), freed)
     )
 
 
@@ -125,6 +189,22 @@ def run(client, opts, check_mode=False, now=None, statvfs=statvfs_usage):
     return result
 
 
+def observe(client, opts, now=None):
+    """Record what the node runs in the ledger and remove nothing (kubenode.gc.gc_timer's observe-only mode): under the node
+    lock, read the node and update the records as a run does (first_detected, last_used), then save the ledger. Returns
+    ``{"images", "in_use", "ledger", "warnings", "usage_before", "available_before"}``; LedgerError/CriError as run()."""
+    if not opts["ledger_path"]:
+        raise OptionError("Observing needs a ledger_path: without one there is nothing to record.")
+    warnings = []
+    with _ledger.NodeLock(_ledger.node_lock_path(client.endpoint), opts["lock_timeout"], warnings=warnings):
+        state = _State(client, opts, now)
+        state.ledger["images"] = state.records
+        _ledger.save(state.ledger_path, state.ledger)
+    return {"images": len(state.images), "in_use": sum(1 for i in state.images if i["in_use"]), "warnings": warnings + state.warnings,
+            "ledger": {"path": state.ledger_path, "saved": True, "records": len(state.records)},
+            "usage_before": state.plan.usage_before, "available_before": state.plan.available_before}
+
+
 class _State:
     """What one run read and decided: the node's images and image filesystem, the ledger and the plan."""
 
@@ -151,7 +231,8 @@ class _State:
         self.records = policy.detect(self.ledger["images"], self.images, in_use, self.free_time, self.free_time, hints)
         gc_opts = policy.PlanOptions(opts["mode"], opts["high"], opts["low"], opts["min_age"], opts["max_age"],
                                      keep=keep_matcher(opts["keep_images"]), max_removals=opts["max_removals"],
-                                     inodes_high=opts.get("inodes_high"), inodes_low=opts.get("inodes_low"))
+                                     inodes_high=opts.get("inodes_high"), inodes_low=opts.get("inodes_low"),
+                                     free_bytes_high=opts.get("free_bytes_high"), free_bytes_low=opts.get("free_bytes_low"))
         self.plan = policy.plan(self.images, self.records, gc_opts, self.free_time, self.capacity, self.available,
                                 tracking_since=self.ledger["created"], inodes=(self.inodes_total, self.inodes_free))
 
@@ -228,6 +309,10 @@ def new_result(plan, check_mode):
         "inodes_to_free": max(plan.inodes_to_free, 0),
         "inodes_freed_measured": None if check_mode else 0,
         "unconfirmed": [],
+        "triggered_by": list(plan.triggered_by),
+        "target": plan.target,
+        "available_before": plan.available_before,
+        "available_after": plan.available_before,
     }
 
 
@@ -239,6 +324,7 @@ def _predict(result, state, opts):
     result["bytes_freed_estimated"] = sum(r["size"] for r in result["removed"])
     if state.capacity:
         result["usage_after"] = usage_percent(state.capacity, state.available + result["bytes_freed_estimated"])
+        result["available_after"] = min(state.capacity, state.available + result["bytes_freed_estimated"])
     if state.inodes_total:
         # every planned removal frees the average inodes per image (the CRI gives no per-image count)
         per_image = policy.inode_estimate(state.inodes_total - state.inodes_free, len(state.images))
@@ -265,7 +351,7 @@ def _remove(result, state, opts, client, statvfs):
         executor.remove(plan.space, "prune")
     elif plan.threshold_hit:
         budget = None if opts["max_removals"] is None else max(0, opts["max_removals"] - len(result["removed"]))
-        target_available = policy.target_available(capacity, opts["low"])
+        target_available = plan.target_available
         if opts["measure_freed"]:
             def remaining():
                 return target_available - min(statvfs(state.mountpoint)["available_bytes"], capacity)
@@ -313,6 +399,7 @@ def _remove(result, state, opts, client, statvfs):
     result["bytes_freed_estimated"] = sum(r["size"] for r in result["removed"])
     result["bytes_freed_measured"] = max(0, after["available_bytes"] - state.available)
     result["usage_after"] = after["usage_percent"] if capacity else None
+    result["available_after"] = after["available_bytes"] if capacity else None
     if state.inodes_total and after.get("inodes_total"):
         result["inodes_usage_after"] = usage_percent(after["inodes_total"], after["inodes_free"])
         result["inodes_freed_measured"] = max(0, after["inodes_free"] - state.inodes_free)
@@ -392,7 +479,10 @@ def _insufficient(result, plan, capacity, freed, warn=True):
     """Not down to the low threshold: the kubelet's FreeDiskSpaceFailed text, as a warning unless ``warn`` is false (a plan)."""
     result["target_reached"] = False
     result["insufficient"] = True
-    result["insufficient_message"] = free_disk_space_failed(plan.usage_before, capacity, freed)
+    if plan.target == "bytes":
+        result["insufficient_message"] = free_bytes_failed(plan.target_available, capacity, freed)
+    else:
+        result["insufficient_message"] = free_disk_space_failed(plan.usage_before, capacity, freed)
     if warn:
         result["warnings"].append(result["insufficient_message"])
 

@@ -16,6 +16,8 @@ Follows pkg/kubelet/images/image_gc_manager.go:
 * ``space_eligible``    = freeSpace's filter (skip used-this-run, skip first_detected younger than
                           MinAge); ``plan`` takes eligible images in order until freed >= bytes to free;
 * ``plan``              = GarbageCollect (mode threshold) or DeleteUnusedImages (mode prune);
+* ``space_targets``     = no kubelet equivalent for the byte targets: which of the percent and byte targets are hit,
+                          and the available bytes the threshold pass frees up to (the stricter target wins);
 * ``inode_pass``        = no kubelet equivalent: with inode thresholds, the eligible images the byte
                           pass left, in the same order, until the estimated inodes freed reach the need.
 
@@ -155,6 +157,29 @@ def bytes_to_free(capacity, available, low):
     return target_available(capacity, low) - min(available, capacity)
 
 
+def space_targets(capacity, available, high, low, free_bytes_high=None, free_bytes_low=None):
+    """The threshold pass's targets: (triggered, target, target_available).
+
+    ``triggered`` lists the targets hit, in the order ``percent`` (usage at or above ``high``; ``high`` None: no percent
+    target) and ``bytes`` (available bytes strictly below ``free_bytes_high``; None: no byte target). Each target hit asks
+    for its low mark: ``target_available(capacity, low)`` available bytes, or ``free_bytes_low``. The stricter wins: the
+    one that asks for more available bytes (percent on a tie) is ``target``, and ``target_available`` is what it asks.
+    Nothing hit: ([], None, None)."""
+    avail = min(available, capacity)
+    asks = []
+    if high is not None and usage_percent(capacity, available) >= high:
+        asks.append(("percent", target_available(capacity, low)))
+    if free_bytes_high is not None and avail < free_bytes_high:
+        asks.append(("bytes", free_bytes_low))
+    if not asks:
+        return [], None, None
+    target, wanted = asks[0]
+    for name, amount in asks[1:]:
+        if amount > wanted:
+            target, wanted = name, amount
+    return [a[0] for a in asks], target, wanted
+
+
 def target_inodes_free(total, low):
     """Free inodes at which inode usage (the kubelet's usage formula over inodes) is down to ``low``: ceil(total*(100-low)/100)."""
     return -((-total * (100 - low)) // 100)
@@ -183,8 +208,12 @@ class Plan:
         self.too_young = []  # candidates kept only because image_gc first saw them less than min_age ago
         self.kept = dict.fromkeys(KEPT_REASONS, 0)
         self.usage_before = None
+        self.available_before = None  # available bytes of the image filesystem (clamped to its capacity), None without capacity
         self.bytes_to_free = 0
         self.threshold_hit = False
+        self.triggered_by = []  # the space targets hit: "percent", "bytes" (space_targets())
+        self.target = None  # the target whose low mark sets bytes_to_free: "percent" or "bytes", None when none was hit
+        self.target_available = None  # available bytes the threshold pass frees up to, None when no target was hit
         self.estimated_short = False  # the sizes of every eligible image do not reach bytes_to_free
         self.disabled = False  # threshold mode with high 100 and no max age: the kubelet never starts image GC
         self.error = None  # the kubelet's error after the age pass (invalid capacity), or None
@@ -201,16 +230,20 @@ class Plan:
 
 
 class PlanOptions:
-    """The policy a plan applies: ``mode`` (threshold or prune), ``high``/``low`` threshold percents, ``min_age`` and
-    ``max_age`` in ns, ``keep`` (a predicate over images, or None), ``max_removals`` (None: no cap) and
-    ``inodes_high``/``inodes_low`` inode threshold percents (None: no inode pass)."""
+    """The policy a plan applies: ``mode`` (threshold or prune), ``high``/``low`` threshold percents (None: no percent
+    target), ``min_age`` and ``max_age`` in ns, ``keep`` (a predicate over images, or None), ``max_removals`` (None: no
+    cap), ``inodes_high``/``inodes_low`` inode threshold percents (None: no inode pass) and
+    ``free_bytes_high``/``free_bytes_low`` byte targets in available bytes (None: no byte target)."""
 
-    __slots__ = ("mode", "high", "low", "min_age", "max_age", "keep", "max_removals", "inodes_high", "inodes_low")
+    __slots__ = ("mode", "high", "low", "min_age", "max_age", "keep", "max_removals", "inodes_high", "inodes_low", "free_bytes_high",
+                 "free_bytes_low")
 
-    def __init__(self, mode, high, low, min_age, max_age, keep=None, max_removals=None, inodes_high=None, inodes_low=None):
+    def __init__(self, mode, high, low, min_age, max_age, keep=None, max_removals=None, inodes_high=None, inodes_low=None,
+                 free_bytes_high=None, free_bytes_low=None):
         self.mode, self.high, self.low, self.min_age, self.max_age = mode, high, low, min_age, max_age
         self.keep, self.max_removals = keep, max_removals
         self.inodes_high, self.inodes_low = inodes_high, inodes_low
+        self.free_bytes_high, self.free_bytes_low = free_bytes_high, free_bytes_low
 
 
 def plan(images, records, opts, free_time, capacity, available, tracking_since=0, inodes=None):
@@ -219,9 +252,11 @@ def plan(images, records, opts, free_time, capacity, available, tracking_since=0
     images: deduplicated snapshot images with in_use / pinned / sandbox_image flags.
     records: detect()'s output for free_time. opts: a PlanOptions. Returns a Plan.
     When the image filesystem capacity is 0 the age pass is still planned and ``error`` holds the
-    kubelet's invalid-capacity error (the run fails after the age pass). With ``high`` 100 and no
-    ``max_age`` in threshold mode the byte pass is not planned (``disabled``): the kubelet's
-    StartGarbageCollection never starts image GC then; the inode pass, which the kubelet lacks, still is.
+    kubelet's invalid-capacity error (the run fails after the age pass). With ``high`` 100 (or no
+    percent target) and no ``max_age`` in threshold mode the percent target is off, as the kubelet's
+    StartGarbageCollection never starts image GC then; without a byte target the byte pass is not
+    planned (``disabled``); the inode pass, which the kubelet lacks, still is.
+    The threshold pass starts when any space target is hit and frees to the stricter one (space_targets()).
     ``inodes`` is (total, free) of the image filesystem (statvfs), or None; with the inode thresholds
     set, threshold mode plans the inode pass after the byte pass (see inode_pass()).
     """
@@ -229,12 +264,17 @@ def plan(images, records, opts, free_time, capacity, available, tracking_since=0
     keep, max_removals = opts.keep, opts.max_removals
     result = Plan()
     candidates = eviction_order(images, records, keep, result.kept)
+    if capacity:
+        result.available_before = min(available, capacity)
 
     total, free = inodes if inodes else (0, 0)
     if total:
         result.inodes_usage_before = usage_percent(total, free)
     inode_gc = mode != "prune" and opts.inodes_high is not None and total > 0
-    if mode != "prune" and high >= 100 and max_age <= 0:
+    bytes_on = opts.free_bytes_high is not None
+    if mode != "prune" and (high is None or high >= 100) and max_age <= 0:
+        high = None  # the kubelet never starts image GC: no percent target
+    if mode != "prune" and high is None and not bytes_on and max_age <= 0:
         result.disabled = True
         if capacity:
             result.usage_before = usage_percent(capacity, available)
@@ -257,9 +297,11 @@ def plan(images, records, opts, free_time, capacity, available, tracking_since=0
             result.kept["not_needed"] += len(rest)
             return _cap(result, max_removals)
         result.usage_before = usage_percent(capacity, available)
-        if result.usage_before >= high:
+        triggered, target, wanted = space_targets(capacity, available, high, low, opts.free_bytes_high, opts.free_bytes_low)
+        if triggered:
             result.threshold_hit = True
-            result.bytes_to_free = bytes_to_free(capacity, available, low)
+            result.triggered_by, result.target, result.target_available = triggered, target, wanted
+            result.bytes_to_free = wanted - min(available, capacity)
             freed = 0
             done = False
             for img in rest:

@@ -51,6 +51,14 @@ description:
     The inode pass (O(inodes_high_threshold_percent)) has none either; the kubelet's image GC looks only at bytes
     (kubernetes/kubernetes issues 41033 and 32400), and only its eviction manager reacts to C(imagefs.inodesFree), by
     evicting pods.
+  - Byte targets (O(free_bytes_high) and O(free_bytes_low), no kubelet setting - kubernetes/enhancements#4739). Percent
+    thresholds fire late on large disks (at 85 % of 2 TB, 300 GB are still free); with byte targets the threshold pass also
+    starts when fewer than O(free_bytes_high) bytes are available on the image filesystem (C(statvfs) C(f_bavail), strictly
+    below), and frees until O(free_bytes_low) bytes are available. They work alone (set neither percent option and no
+    percent target applies) or with the percentages; then each target whose start mark is crossed asks for its low mark,
+    and the stricter wins - the one that asks for more available bytes (the percent target on a tie). RV(triggered_by)
+    names the targets that were crossed and RV(target) the one the run freed to. The same measured stop and
+    no-over-deletion rule apply (O(measure_freed)).
   - Inode pass (O(mode=threshold) with O(inodes_high_threshold_percent) and O(inodes_low_threshold_percent) set). Inode usage
     is the kubelet's usage formula over C(statvfs) inodes of the image filesystem, C(100 - floor(f_ffree * 100 / f_files)).
     When it is at or above O(inodes_high_threshold_percent) at the start of the run, after the max-age and byte threshold
@@ -110,16 +118,30 @@ options:
     description:
       - Image filesystem usage at or above which the threshold pass runs (kubelet C(imageGCHighThresholdPercent)).
       - Valid only when C(0 <= low < high <= 100).
+      - When neither this nor O(low_threshold_percent) is set, the kubelet's defaults apply (V(85) and V(80)), unless
+        O(free_bytes_high) is set; then there is no percent target. When only one of them is set, the other takes the
+        kubelet's default.
       - V(100) with O(max_age=0s) turns O(mode=threshold) off, as it turns off the kubelet's image GC - nothing is removed,
         even at 100 % usage (the ledger still records what it sees). O(mode=prune) is not affected.
       - When the runtime reports an image filesystem capacity of 0, the max-age pass still runs and the task then fails with
         the kubelet's C(invalid capacity 0 on image filesystem).
     type: int
-    default: 85
   low_threshold_percent:
-    description: Usage the threshold pass frees down to (kubelet C(imageGCLowThresholdPercent)).
+    description:
+      - Usage the threshold pass frees down to (kubelet C(imageGCLowThresholdPercent)).
+      - Default as described under O(high_threshold_percent) (V(80) unless only byte targets are set).
     type: int
-    default: 80
+  free_bytes_high:
+    description:
+      - Start the threshold pass when fewer than this many bytes are available on the image filesystem (see the description).
+      - A number of bytes, or a Kubernetes quantity that is a whole number of bytes such as V(50Gi) or V(80G).
+      - Set it together with O(free_bytes_low), or neither (the default, no byte target). Not used by O(mode=prune).
+    type: raw
+  free_bytes_low:
+    description:
+      - Available bytes the threshold pass frees up to when a byte target started it; must be at least O(free_bytes_high).
+      - A number of bytes, or a quantity such as V(80Gi).
+    type: raw
   inodes_high_threshold_percent:
     description:
       - Inode usage of the image filesystem at or above which the inode pass runs (no kubelet setting; see the description).
@@ -234,6 +256,20 @@ EXAMPLES = r"""
   become: true
   register: plan
 
+- name: Start when less than 50 GiB are free and stop at 80 GiB (large disks), keeping the kubelet's percentages too
+  kubenode.gc.image_gc:
+    high_threshold_percent: 85
+    low_threshold_percent: 80
+    free_bytes_high: 50Gi
+    free_bytes_low: 80Gi
+  become: true
+
+- name: Byte targets alone
+  kubenode.gc.image_gc:
+    free_bytes_high: 20Gi
+    free_bytes_low: 30Gi
+  become: true
+
 - name: Also free inodes, for nodes with many small images (the kubelet only evicts pods on imagefs.inodesFree)
   kubenode.gc.image_gc:
     inodes_high_threshold_percent: 85
@@ -291,7 +327,31 @@ usage_after:
   type: int
   sample: 79
 bytes_to_free:
-  description: What the threshold pass had to free (kubelet C(amountToFree)), 0 when usage was below the high threshold.
+  description:
+    - What the threshold pass had to free (kubelet C(amountToFree)) to reach the stricter target (RV(target)), 0 when no
+      target was crossed.
+  returned: always
+  type: int
+triggered_by:
+  description:
+    - The space targets that started the threshold pass - V(percent) (usage at or above O(high_threshold_percent)) and
+      V(bytes) (fewer than O(free_bytes_high) bytes available) - in that order; empty when none was crossed (and in
+      O(mode=prune)).
+  returned: always
+  type: list
+  elements: str
+  sample: ["bytes"]
+target:
+  description: The target whose low mark the run freed to (V(percent) or V(bytes), the stricter of RV(triggered_by)); V(null) when none was crossed.
+  returned: always
+  type: str
+  sample: bytes
+available_before:
+  description: Available bytes on the image filesystem before the run (C(statvfs), at most its capacity).
+  returned: always
+  type: int
+available_after:
+  description: Available bytes after the run (measured; in check mode, estimated from the image sizes).
   returned: always
   type: int
 bytes_freed_estimated:
@@ -304,7 +364,8 @@ bytes_freed_measured:
   type: int
 target_reached:
   description:
-    - Whether usage is at or below the low threshold (or no threshold pass was needed), and, when the inode pass ran, inode usage
+    - Whether usage is at or below the low threshold, or the available bytes at or above O(free_bytes_low), as RV(target)
+      asked (or no threshold pass was needed), and, when the inode pass ran, inode usage
       at or below O(inodes_low_threshold_percent).
   returned: always
   type: bool
@@ -392,13 +453,14 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_client, execute
 from ansible_collections.kubenode.gc.plugins.module_utils._image_gc import options, run
-from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_GC_HIGH_THRESHOLD_PERCENT, IMAGE_GC_LOW_THRESHOLD_PERCENT
 
 ARGUMENT_SPEC = dict(
     CRI_COMMON_ARGS,
     mode=dict(type="str", choices=["threshold", "prune"], default="threshold"),
-    high_threshold_percent=dict(type="int", default=IMAGE_GC_HIGH_THRESHOLD_PERCENT),
-    low_threshold_percent=dict(type="int", default=IMAGE_GC_LOW_THRESHOLD_PERCENT),
+    high_threshold_percent=dict(type="int"),
+    low_threshold_percent=dict(type="int"),
+    free_bytes_high=dict(type="raw"),
+    free_bytes_low=dict(type="raw"),
     inodes_high_threshold_percent=dict(type="int"),
     inodes_low_threshold_percent=dict(type="int"),
     min_age=dict(type="str", default="2m"),

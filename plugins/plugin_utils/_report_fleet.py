@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from ansible_collections.kubenode.gc.plugins.module_utils._findings import SEVERITIES, sort_findings
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import EVICTION_HARD
 from ansible_collections.kubenode.gc.plugins.module_utils._quantity import QuantityError, parse_quantity
-from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_eviction
+from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_eviction, _report_gc_targets
 from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 
@@ -174,6 +174,7 @@ def enrich(report, raw_nodes, top_images=TOP_IMAGES, eviction_margin=_report_evi
                        "the kubelet evicts pods to reclaim it." % (fs["mountpoint"] or "(unknown mountpoint)", human_bytes(available), threshold, source))
             node["findings"].append(dict(source="audit", severity="error", code="eviction_threshold_reached", message=message))
         _report_eviction.add(node, raw, eviction_margin)
+        _report_gc_targets.add(node, raw)
         node["findings"] = sort_findings(node["findings"], by=("source", "code", "message"))
         node["health"] = _health(node)
         if node["status"] != "failed":

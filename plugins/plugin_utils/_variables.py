@@ -20,16 +20,18 @@ import re
 from collections.abc import Mapping
 
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import OptionError
+from ansible_collections.kubenode.gc.plugins.module_utils._image_gc import byte_amount
 from ansible_collections.kubenode.gc.plugins.module_utils._quantity import parse_quantity
 
-PREFIXES = ("kubenode_gc_", "kubelet_gc_", "containerd_storage_", "crio_storage_", "node_prereqs_")
+PREFIXES = ("kubenode_gc_", "kubelet_gc_", "containerd_storage_", "crio_storage_", "node_prereqs_", "gc_timer_")
 UNSET = object()
 PLAYBOOKS = ("audit", "cleanup", "configure")
 
 
 class Variable:
-    """One variable: ``kind`` is str, int, bool, list, dict, raw, percent (an int 0..100) or duration (a Go duration the
-    kubelet accepts); ``default`` UNSET when there is none (the variable is then unset unless the user sets it)."""
+    """One variable: ``kind`` is str, int, float, bool, list, dict, raw, percent (an int 0..100), duration (a Go duration the
+    kubelet accepts) or bytes (a number of bytes or a quantity such as 50Gi, as image_gc's byte targets); ``default`` UNSET when there is none (the variable is then unset unless the user sets it)."""
 
     def __init__(self, name, kind, used_by, description=None, default=UNSET, choices=None, minimum=None, maximum=None,
                  elements=None, quantity=False):
@@ -40,7 +42,7 @@ class Variable:
     @property
     def role(self):
         """The role whose argument_specs declare it too, or None for a playbook variable."""
-        for prefix in ("kubelet_gc", "containerd_storage", "crio_storage", "node_prereqs"):
+        for prefix in ("kubelet_gc", "containerd_storage", "crio_storage", "node_prereqs", "gc_timer"):
             if self.name.startswith(prefix + "_"):
                 return prefix
         return None
@@ -48,7 +50,7 @@ class Variable:
     @property
     def spec_type(self):
         """The argument_specs type."""
-        return {"percent": "int", "duration": "str"}.get(self.kind, self.kind)
+        return {"percent": "int", "duration": "str", "bytes": "raw"}.get(self.kind, self.kind)
 
 
 _ALL = PLAYBOOKS
@@ -60,6 +62,7 @@ _KUBELET = ("kubelet_gc role", "configure", "audit")
 _CONTAINERD = ("containerd_storage role", "configure", "audit")
 _CRIO = ("crio_storage role", "configure", "audit")
 _PREREQS = ("node_prereqs role", "configure")
+_TIMER = ("gc_timer role",)
 
 DECLARATION = (
     # the playbooks (descriptions here)
@@ -73,6 +76,11 @@ DECLARATION = (
     Variable("kubenode_gc_inodes_high_threshold_percent", "percent", _AC, "image_gc's inode pass: free image filesystem inodes down "
              "to the low mark once inode usage reaches this one (set both or neither; unset, bytes only: the kubelet has no inode GC)."),
     Variable("kubenode_gc_inodes_low_threshold_percent", "percent", _AC, "The inode usage the inode pass frees down to; below the high one."),
+    Variable("kubenode_gc_free_bytes_high", "bytes", _AC, "image_gc's byte target: GC starts when fewer bytes than this are "
+             "available on the image filesystem (a number of bytes or a quantity such as V(50Gi); set both or neither; with the "
+             "percent thresholds the stricter wins). The kubelet takes percentages only."),
+    Variable("kubenode_gc_free_bytes_low", "bytes", _AC, "The available bytes the byte target frees up to; at least "
+             "C(kubenode_gc_free_bytes_high)."),
     Variable("kubenode_gc_container_min_age", "duration", _AC, "Dead containers younger than this are kept.", default="1m"),
     Variable("kubenode_gc_container_max_per_pod_container", "int", _AC, "Dead containers kept per pod and container name "
              "(negative: no limit).", default=1, minimum=-1),
@@ -99,6 +107,15 @@ DECLARATION = (
     Variable("kubenode_gc_cleanup_pin", "bool", _CLEANUP, "Before removing anything, pin the keep-listed images in the runtime so that "
              "the kubelet's own image GC keeps them too (a runtime that cannot pin only warns).", default=False),
     Variable("kubenode_gc_cleanup_containers", "bool", _CLEANUP, "Run container GC before image GC.", default=True),
+    Variable("kubenode_gc_cleanup_storage", "bool", _CLEANUP, "After image GC, free containerd storage the CRI cannot see "
+             "(kubenode.gc.storage_gc: stale ingests, old leases, images of C(kubenode_gc_cleanup_storage_namespaces), "
+             "unreferenced snapshots).", default=False),
+    Variable("kubenode_gc_cleanup_storage_namespaces", "list", _CLEANUP, "The containerd namespaces whose images storage_gc deletes "
+             "(never V(k8s.io)).", default=[], elements="str"),
+    Variable("kubenode_gc_cleanup_storage_ingest_max_age", "duration", _CLEANUP, "Partial downloads (ingests) not written to for "
+             "longer than this are removed (storage_gc's default V(1h) when unset)."),
+    Variable("kubenode_gc_cleanup_storage_lease_max_age", "duration", _CLEANUP, "Leases older than this are deleted (unset: only "
+             "expired leases)."),
     Variable("kubenode_gc_cleanup_history_dir", "str", _CLEANUP, "Where each node keeps its cleanup history records.",
              default="/var/lib/kubenode-gc/history"),
     Variable("kubenode_gc_report_dir", "str", _AUDIT, "Where report.json, report.md and report.html go, on the controller.",
@@ -106,8 +123,9 @@ DECLARATION = (
     Variable("kubenode_gc_report_history_dir", "str", _AUDIT, "Where a timestamped copy of each report.json is kept for the trends "
              "(default C(<report dir>/history); empty: no history)."),
     Variable("kubenode_gc_report_history_keep", "int", _AUDIT, "How many reports the history keeps, the newest.", default=30, minimum=1),
-    Variable("kubenode_gc_audit_fail_on", "str", _AUDIT, "Fail the play for CI gating on drift, warnings or errors.", default="never",
-             choices=["never", "drift", "warning", "error"]),
+    Variable("kubenode_gc_audit_fail_on", "str", _AUDIT, "After writing the report, fail the play: V(failed) when a node "
+             "could not be audited; V(drift), V(warning) or V(error) also for CI gating at that level; V(never) opts out.",
+             default="failed", choices=["never", "failed", "drift", "warning", "error"]),
     Variable("kubenode_gc_audit_metrics_dir", "str", _AUDIT, "Write kubenode_gc.prom there on each node for node_exporter's textfile "
              "collector (empty: no metrics).", default=""),
     Variable("kubenode_gc_audit_eviction_margin_percent", "percent", _AUDIT, "Flag nodes with less than this many percentage points "
@@ -180,6 +198,31 @@ DECLARATION = (
     Variable("crio_storage_cri_endpoint", "str", _CRIO, default="unix:///run/crio/crio.sock"),
     Variable("crio_storage_restart_timeout", "int", _CRIO, default=60, minimum=1),
     Variable("crio_storage_fail_on_findings", "str", _CRIO, default="error", choices=["error", "warning", "never"]),
+    # gc_timer (descriptions in roles/gc_timer/meta/argument_specs.yml)
+    Variable("gc_timer_state", "str", _TIMER, default="present", choices=["present", "absent"]),
+    Variable("gc_timer_interval", "str", _TIMER, default="5min"),
+    Variable("gc_timer_observe", "bool", _TIMER, default=False),
+    Variable("gc_timer_python", "str", _TIMER, default="/usr/bin/python3"),
+    Variable("gc_timer_cri_endpoint", "str", _TIMER, default=""),
+    Variable("gc_timer_cri_timeout", "float", _TIMER, default=30, minimum=0),
+    Variable("gc_timer_lock_timeout", "float", _TIMER, default=600, minimum=0),
+    Variable("gc_timer_high_threshold_percent", "percent", _TIMER),
+    Variable("gc_timer_low_threshold_percent", "percent", _TIMER),
+    Variable("gc_timer_min_age", "duration", _TIMER),
+    Variable("gc_timer_max_age", "duration", _TIMER),
+    Variable("gc_timer_free_bytes_high", "bytes", _TIMER),
+    Variable("gc_timer_free_bytes_low", "bytes", _TIMER),
+    Variable("gc_timer_inodes_high_threshold_percent", "percent", _TIMER),
+    Variable("gc_timer_inodes_low_threshold_percent", "percent", _TIMER),
+    Variable("gc_timer_keep_images", "list", _TIMER, default=[], elements="str"),
+    Variable("gc_timer_ledger_path", "str", _TIMER, default="/var/lib/kubenode-gc/image-ledger.json"),
+    Variable("gc_timer_containers", "bool", _TIMER, default=True),
+    Variable("gc_timer_container_min_age", "duration", _TIMER, default="1m"),
+    Variable("gc_timer_container_max_per_pod_container", "int", _TIMER, default=1, minimum=-1),
+    Variable("gc_timer_container_max_containers", "int", _TIMER, default=-1, minimum=-1),
+    Variable("gc_timer_pod_logs_dir", "str", _TIMER, default="/var/log/pods"),
+    Variable("gc_timer_container_logs_dir", "str", _TIMER, default="/var/log/containers"),
+    Variable("gc_timer_kubelet_config_path", "str", _TIMER, default=""),
     # node_prereqs (descriptions in roles/node_prereqs/meta/argument_specs.yml)
     Variable("node_prereqs_method", "str", _PREREQS, default="packages", choices=["packages", "venv"]),
     Variable("node_prereqs_packages", "list", _PREREQS, default=[], elements="str"),
@@ -204,14 +247,21 @@ BELOW = (
     ("kubenode_gc_cleanup_low_threshold_percent", "kubenode_gc_cleanup_high_threshold_percent"),
     ("kubenode_gc_inodes_low_threshold_percent", "kubenode_gc_inodes_high_threshold_percent"),
     ("kubelet_gc_image_gc_low_threshold_percent", "kubelet_gc_image_gc_high_threshold_percent"),
+    ("gc_timer_low_threshold_percent", "gc_timer_high_threshold_percent"),
 )
 # (min age, max age): when both are set and the max is not 0s, the max must be above the min
 AGES = (
     ("kubenode_gc_cleanup_image_min_age", "kubenode_gc_cleanup_image_max_age"),
     ("kubelet_gc_image_minimum_gc_age", "kubelet_gc_image_maximum_gc_age"),
+    ("gc_timer_min_age", "gc_timer_max_age"),
 )
 # set together or not at all
-TOGETHER = (("kubenode_gc_inodes_high_threshold_percent", "kubenode_gc_inodes_low_threshold_percent"),)
+TOGETHER = (("kubenode_gc_inodes_high_threshold_percent", "kubenode_gc_inodes_low_threshold_percent"),
+            ("kubenode_gc_free_bytes_high", "kubenode_gc_free_bytes_low"),
+            ("gc_timer_inodes_high_threshold_percent", "gc_timer_inodes_low_threshold_percent"),
+            ("gc_timer_free_bytes_high", "gc_timer_free_bytes_low"))
+# (high, low) byte targets: when both are set, low (the bytes freed up to) must be at least high (the start mark)
+AT_LEAST = (("kubenode_gc_free_bytes_low", "kubenode_gc_free_bytes_high"), ("gc_timer_free_bytes_low", "gc_timer_free_bytes_high"))
 
 BOOLEANS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 _SERIAL = re.compile(r"^\s*\d+(\.\d+)?\s*%?\s*$")
@@ -252,6 +302,20 @@ def convert(var, value):
         if high is not None and number > high:
             raise VariableError("%s=%s is out of range: it must be at most %d." % (var.name, _shown(value), high))
         value = number
+    elif kind == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise VariableError("%s=%s is not a number." % (var.name, _shown(value)))
+        try:
+            value = float(value)
+        except ValueError:
+            raise VariableError("%s=%s is not a number." % (var.name, _shown(value))) from None
+        if var.minimum is not None and value < var.minimum:
+            raise VariableError("%s=%s is out of range: it must be at least %s." % (var.name, _shown(value), var.minimum))
+    elif kind == "bytes":
+        try:
+            value = byte_amount(var.name, value)
+        except OptionError as exc:
+            raise VariableError(str(exc)) from None
     elif kind == "bool":
         if isinstance(value, bool):
             pass
@@ -330,6 +394,10 @@ def errors(values):
     for low, high in BELOW:
         if converted.get(low) is not None and converted.get(high) is not None and converted[low] >= converted[high]:
             out.append("%s=%s must be below %s=%s." % (low, _shown(values[low]), high, _shown(values[high])))
+    for low, high in AT_LEAST:
+        if converted.get(low) is not None and converted.get(high) is not None and converted[low] < converted[high]:
+            out.append("%s=%s must be at least %s=%s (GC starts below the second and frees up to the first)."
+                       % (low, _shown(values[low]), high, _shown(values[high])))
     for minimum, maximum in AGES:
         lo, hi = converted.get(minimum), converted.get(maximum)
         if lo is not None and hi is not None and 0 < hi <= lo:

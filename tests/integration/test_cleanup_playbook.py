@@ -109,3 +109,26 @@ def test_cleanup_pins_the_keep_list_before_it_removes(ansible, clean_dropins, ru
     # leave the runtime as it was: our pins go again
     undo = ansible.module("kubenode.gc.image_pin", {"cri_endpoint": runtime.endpoint, "images": [], "exclusive": True})
     assert not undo.get("failed"), undo.get("msg")
+
+
+def test_cleanup_frees_a_node_below_its_byte_target_that_the_percentages_would_skip(ansible, runtime, tmp_path):
+    """Issue 26: kubenode_gc_free_bytes_high / _low. Usage is far below 85 %, so without the byte target the node is skipped."""
+    runtime.import_images([ImageSpec("bytes-%d:1" % n, size=4 * MIB, share_base=False) for n in range(6)])
+    st = os.statvfs(runtime.imagefs_mountpoint)
+    free = min(st.f_bavail, st.f_blocks) * st.f_frsize
+    tags = runtime.image_refs()["tags"]
+    skipped = cleanup(ansible, runtime, tmp_path, runtime.endpoint, kubenode_gc_cleanup_image_mode="threshold")
+    assert skipped.returncode == 0, skipped.stdout
+    assert "is below the high threshold" in skipped.stdout and runtime.image_refs()["tags"] == tags
+    for path in glob.glob(str(tmp_path / "history" / "*.json")):
+        os.remove(path)
+    low = free + 10 * MIB
+    proc = cleanup(ansible, runtime, tmp_path, runtime.endpoint, kubenode_gc_cleanup_image_mode="threshold", kubenode_gc_free_bytes_high=free + MIB,
+                   kubenode_gc_free_bytes_low="%dKi" % (low // 1024))
+    assert proc.returncode == 0, proc.stdout
+    (record,) = history(tmp_path)
+    assert record["status"] == "cleaned" and record["images"] and {i["reason"] for i in record["images"]} == {"space"}
+    assert record["policy"]["free_bytes_high"] == free + MIB and record["policy"]["free_bytes_low"] == "%dKi" % (low // 1024)
+    st = os.statvfs(runtime.imagefs_mountpoint)
+    assert min(st.f_bavail, st.f_blocks) * st.f_frsize >= low // 1024 * 1024
+    assert len([t for t in runtime.image_refs()["tags"] if "bytes-" in t]) > 0  # not everything: it stopped at the target

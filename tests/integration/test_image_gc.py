@@ -153,6 +153,38 @@ def test_threshold_starts_exactly_at_high_and_stops_at_low(ansible, runtime):
     assert {r["reason"] for r in hit["removed"]} == {"space"}
 
 
+def available(runtime):
+    st = os.statvfs(runtime.imagefs_mountpoint)
+    return min(st.f_bavail, st.f_blocks) * st.f_frsize
+
+
+def test_byte_targets_start_below_free_bytes_high_and_stop_at_free_bytes_low(ansible, runtime):
+    runtime.import_images([ImageSpec("bytes-%d:1" % n, size=4 * MIB, share_base=False) for n in range(8)])
+    now, free = usage(runtime), available(runtime)
+    # not below free_bytes_high (and the percentages, given too, not hit): nothing
+    quiet = gc(ansible, runtime, high_threshold_percent=now + 1, low_threshold_percent=now - 10, free_bytes_high=free - MIB, free_bytes_low=free + 10 * MIB)
+    assert not quiet.get("failed"), quiet.get("msg")
+    assert quiet["changed"] is False and quiet["triggered_by"] == [] and quiet["target"] is None
+    assert abs(quiet["available_before"] - free) < MIB  # the runtime's own metadata moves it a little
+    # below it: the byte target alone starts the pass and frees to free_bytes_low, not much further
+    low = "%dKi" % ((free + 10 * MIB) // 1024)
+    plan = gc(ansible, runtime, check=True, high_threshold_percent=now + 1, low_threshold_percent=now - 10, free_bytes_high=free + MIB,
+              free_bytes_low=low)
+    sizes = [r["size"] for r in plan["removed"]]
+    assert plan["triggered_by"] == ["bytes"] and plan["target"] == "bytes"
+    assert plan["bytes_to_free"] == (free + 10 * MIB) // 1024 * 1024 - plan["available_before"]
+    assert sum(sizes) >= plan["bytes_to_free"] > sum(sizes[:-1])  # the size-based plan stops at the first sum that reaches it
+    hit = gc(ansible, runtime, high_threshold_percent=now + 1, low_threshold_percent=now - 10, free_bytes_high=free + MIB,
+             free_bytes_low=low)
+    assert not hit.get("failed"), hit.get("msg")
+    target = (free + 10 * MIB) // 1024 * 1024
+    after = available(runtime)
+    assert hit["triggered_by"] == ["bytes"] and hit["target"] == "bytes" and hit["target_reached"] is True
+    assert target <= after < target + max(sizes) + MIB  # down to the low byte target, and at most one image further
+    assert hit["available_after"] == after and {r["reason"] for r in hit["removed"]} == {"space"}
+    assert 0 < len(hit["removed"]) < 8 and len(tags_left(runtime)) == 1 + 8 - len(hit["removed"])
+
+
 def test_insufficient_reports_the_kubelet_wording_or_fails(ansible, runtime):
     runtime.import_images([ImageSpec("busy:%d" % n, size=6 * MIB, share_base=False) for n in range(4)])
     pod = runtime.run_pod("busy")

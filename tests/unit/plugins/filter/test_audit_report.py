@@ -125,6 +125,7 @@ def by_host(report):
 NODE_KEYS = {"host", "status", "health", "error", "runtime", "imagefs", "container_filesystems", "thresholds", "headroom",
              "over_high_threshold", "images", "containers", "findings", "drift", "parts_failed", "metrics_file", "eviction_signals", "near_eviction"}
 NODE_KEYS |= {"credential_records", "pinning", "storage"}
+NODE_KEYS |= {"gc_timer"}
 
 
 def test_schema_fields_and_types():
@@ -142,13 +143,13 @@ def test_schema_fields_and_types():
         assert set(n["runtime"]) == {"name", "version", "endpoint", "sandbox_image"}
         assert set(n["imagefs"]) == {"mountpoint", "capacity_bytes", "used_bytes", "available_bytes", "usage_percent", "inodes_usage_percent"}
         assert set(n["thresholds"]) == {"high_percent", "low_percent", "source", "eviction_available", "eviction_available_bytes",
-                                        "eviction_source", "inodes_high_percent", "inodes_low_percent"}
+                                        "eviction_source", "inodes_high_percent", "inodes_low_percent", "free_bytes_high", "free_bytes_low"}
         assert [s["signal"] for s in n["eviction_signals"]] == ["imagefs.available", "imagefs.inodesFree", "nodefs.available", "nodefs.inodesFree"]
         for sig in n["eviction_signals"]:
             assert set(sig) == {"signal", "threshold", "source", "free_percent", "threshold_percent", "state"}
             assert sig["state"] in ("reached", "near", "ok", "off", "unknown")
         assert isinstance(n["near_eviction"], bool)
-        assert set(n["headroom"]) == {"high_threshold_bytes", "eviction_bytes"}
+        assert set(n["headroom"]) == {"high_threshold_bytes", "eviction_bytes", "free_bytes_high_bytes"}
         assert n["health"] in ("critical", "failed", "warning", "ok")
         assert set(n["images"]) == {"total", "in_use", "reclaimable_policy", "reclaimable_prune"}
         assert set(n["images"]["reclaimable_prune"]) == {"count", "bytes"}
@@ -182,7 +183,7 @@ def test_node_over_threshold():
     assert n["over_high_threshold"] is True
     assert n["thresholds"] == {"high_percent": 85, "low_percent": 80, "source": "kubelet_config", "eviction_available": "15%",
                                "eviction_available_bytes": 50 * GiB * 15 // 100, "eviction_source": "kubelet_config",
-                               "inodes_high_percent": None, "inodes_low_percent": None}
+                               "inodes_high_percent": None, "inodes_low_percent": None, "free_bytes_high": None, "free_bytes_low": None}
     assert n["imagefs"]["usage_percent"] == 91
     assert n["imagefs"]["capacity_bytes"] == 50 * GiB
     assert n["runtime"]["name"] == "containerd"

@@ -121,3 +121,13 @@ def test_can_pin_is_image_pins_own_decision(name, version, expected):
 def test_can_pin_needs_a_runtime():
     with pytest.raises(AnsibleFilterError, match="^can_pin expects a cri_info result"):
         can_pin("containerd")
+
+
+def test_imagefs_pressure_triggers_below_free_bytes_high():
+    from ansible_collections.kubenode.gc.plugins.filter.node_policy import imagefs_pressure
+    fs = {"kind": "image", "mountpoint": "/var/lib/containerd", "usage_percent": 40, "capacity_bytes": 100 << 30, "available_bytes": 60 << 30}
+    assert imagefs_pressure([fs], 85, free_bytes_high="60Gi") == []
+    assert imagefs_pressure([fs], 85, free_bytes_high=(60 << 30) + 1) == ["imagefs has 64424509440 bytes available, below free_bytes_high 64424509441"]
+    assert imagefs_pressure([fs], 85, free_bytes_high="") == []
+    with pytest.raises(AnsibleFilterError, match=r"^imagefs_pressure: free_bytes_high 'lots' is not a number of bytes"):
+        imagefs_pressure([fs], 85, free_bytes_high="lots")

@@ -1,0 +1,104 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The gc_timer runner: the code the role ships is the whole import closure and needs no Ansible; its configuration checks."""
+
+import ast
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _timer
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+MODULE_UTILS = os.path.join(REPO, "plugins", "module_utils")
+PREFIX = "ansible_collections.kubenode.gc.plugins.module_utils"
+ROLE = os.path.join(REPO, "roles", "gc_timer")
+
+
+def closure(start="_timer"):
+    seen, todo = set(), [start]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        with open(os.path.join(MODULE_UTILS, name + ".py")) as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == PREFIX:
+                todo += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PREFIX + "."):
+                todo.append(node.module.rsplit(".", 1)[1])
+    return sorted(n + ".py" for n in seen)
+
+
+def role_list():
+    with open(os.path.join(ROLE, "vars", "main.yml")) as f:
+        return yaml.safe_load(f)["__gc_timer_module_utils"]
+
+
+def config(tmp_path, **image):
+    cfg = {"cri_endpoint": "unix:///nonexistent/kubenode-gc-test.sock", "cri_timeout": 5, "lock_timeout": 5, "observe": False,
+           "containers": True,
+           "image": dict({"high_threshold_percent": 85, "low_threshold_percent": 80, "min_age": "2m", "max_age": "0s", "free_bytes_high": None,
+                          "free_bytes_low": None, "inodes_high_threshold_percent": None, "inodes_low_threshold_percent": None, "keep_images": [],
+                          "ledger_path": str(tmp_path / "state" / "image-ledger.json")}, **image),
+           "container": {"min_age": "1m", "max_per_pod_container": 1, "max_containers": -1, "pod_logs_dir": str(tmp_path / "pods"),
+                         "container_logs_dir": str(tmp_path / "containers")}}
+    path = tmp_path / "gc-timer.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_the_role_ships_exactly_the_runner_s_import_closure():
+    assert role_list() == closure()
+
+
+def test_the_shipped_code_runs_without_ansible(tmp_path):
+    # the role's layout, and an "ansible" package that refuses to import, first on the path
+    dest = tmp_path / "lib" / "ansible_collections" / "kubenode" / "gc" / "plugins" / "module_utils"
+    dest.mkdir(parents=True)
+    for name in role_list():
+        shutil.copy(os.path.join(MODULE_UTILS, name), dest / name)
+    shutil.copy(os.path.join(ROLE, "files", "kubenode-gc-timer"), tmp_path / "lib" / "kubenode-gc-timer")
+    blocker = tmp_path / "blocker" / "ansible"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('ansible is not on the node')\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "blocker"))
+    cfg = config(tmp_path)
+    runner = str(tmp_path / "lib" / "kubenode-gc-timer")
+    ok = subprocess.run([sys.executable, runner, "--check-config", str(cfg)], env=env, capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    bad = config(tmp_path, free_bytes_high="50Gi", free_bytes_low="40Gi")
+    out = subprocess.run([sys.executable, runner, "--check-config", str(bad)], env=env, capture_output=True, text=True, check=False)
+    assert out.returncode == 1 and out.stdout.startswith("kubenode-gc-timer: free_bytes_low (40Gi) must be at least free_bytes_high (50Gi)")
+    # a real run against a runtime that is not there: one journal line, exit 1, the state file says why
+    cfg = config(tmp_path)
+    run = subprocess.run([sys.executable, runner, str(cfg)], env=env, capture_output=True, text=True, check=False)
+    assert run.returncode == 1 and run.stdout.count("\n") == 1
+    assert run.stdout.startswith("kubenode-gc-timer: failed: FAILED: CRI endpoint unix:///nonexistent/kubenode-gc-test.sock")
+    state = json.loads((tmp_path / "state" / "gc-timer-state.json").read_text())
+    assert state["result"] == "failed" and state["message"].startswith("FAILED: CRI endpoint") and state["finished_at"].endswith("Z")
+
+
+def test_bad_configurations_fail_in_one_sentence_naming_the_file(tmp_path):
+    out = io.StringIO()
+    assert _timer.main([str(tmp_path / "missing.json")], out=out) == 1
+    assert out.getvalue() == "kubenode-gc-timer: Cannot read the gc_timer configuration %s: No such file or directory.\n" % (tmp_path / "missing.json")
+    path = config(tmp_path)
+    data = json.loads(path.read_text())
+    data["image"]["high_treshold"] = 1
+    path.write_text(json.dumps(data))
+    out = io.StringIO()
+    assert _timer.main(["--check-config", str(path)], out=out) == 1
+    assert out.getvalue() == "kubenode-gc-timer: The gc_timer configuration %s has unknown keys: image.high_treshold.\n" % path
+    with pytest.raises(Exception, match="needs image.ledger_path"):
+        _timer.options(dict(data, image=dict(data["image"], ledger_path="", high_treshold=None)))
+    assert _timer.main([], out=io.StringIO()) == 2
