@@ -30,8 +30,9 @@ PLAYBOOKS = ("audit", "cleanup", "configure")
 
 
 class Variable:
-    """One variable: ``kind`` is str, int, float, bool, list, dict, raw, percent (an int 0..100), duration (a Go duration the
-    kubelet accepts) or bytes (a number of bytes or a quantity such as 50Gi, as image_gc's byte targets); ``default`` UNSET when there is none (the variable is then unset unless the user sets it)."""
+    """One variable: ``kind`` is str, int, float, bool, list, dict, raw, percent (an int 0..100), duration (a Go duration
+    the kubelet accepts) or bytes (a number of bytes or a quantity such as 50Gi, as image_gc's byte targets); ``default``
+    UNSET when there is none (the variable is then unset unless the user sets it)."""
 
     def __init__(self, name, kind, used_by, description=None, default=UNSET, choices=None, minimum=None, maximum=None,
                  elements=None, quantity=False):
