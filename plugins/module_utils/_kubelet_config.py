@@ -153,8 +153,8 @@ def run(files, opts, check_mode=False):
         result = {k: planned[k] for k in RESULT_KEYS}
         result.update(path=path, resolved_path=resolved, config=redacted(result["config"]), effective=redacted(result["effective"]),
                       config_dir=config_dir, dropins=[p for p, t in dropins])
-        result["findings"] = sort_findings(result["findings"] + discovery_findings(path, main, opts, flags, config_dir, dir_found),
-                                                  by=("code",))
+        discovered = discovery_findings(path, main, opts, flags, config_dir, dir_found)
+        result["findings"] = sort_findings(result["findings"] + discovered, by=("code",))
         result["feature_gates"] = policy.feature_gates(planned["config"], info_flags(flags, FEATURE_GATES_FLAG))
         root_dirs = info_flags(flags, ROOT_DIR_FLAG)
         result["root_dir"] = root_dirs[-1] if root_dirs else DEFAULT_ROOT_DIR

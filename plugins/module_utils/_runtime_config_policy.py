@@ -252,7 +252,7 @@ def generated_findings(files, mco_paths=()):
     """A generated_file warning per file read that something else generates."""
     out = []
     for path, text in files.items():
-        why = generated_by(path, text, mco_paths)
+        why = generated_by(path, text, mco_paths) if text is not None else None
         if why:
             out.append(finding("warning", "generated_file", "%s is generated: %s." % (path, why)))
     return out

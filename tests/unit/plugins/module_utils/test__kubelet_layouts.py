@@ -338,7 +338,8 @@ def test_k3s_kubelet_arg_lists():
         ("--image-gc-high-threshold", "90", "/c.yaml"), ("--eviction-hard", "memory.available<1Gi", "/c.yaml"),
         ("--image-gc-low-threshold", "70", "/d/10.yaml")]
     assert [f["flag"] for f in kf.distro_kubelet_args(configs)] == ["--container-log-max-files"]  # a later list replaces
-    unit = "[Service]\nExecStart=/usr/local/bin/k3s \\\n    server \\\n\t'--kubelet-arg=image-gc-high-threshold=70' \\\n\t'--kubelet-arg' 'config-dir=/x' \\\n\n"
+    unit = ("[Service]\nExecStart=/usr/local/bin/k3s \\\n    server \\\n\t'--kubelet-arg=image-gc-high-threshold=70' \\\n"
+            "\t'--kubelet-arg' 'config-dir=/x' \\\n\n")
     assert [(f["flag"], f["value"]) for f in kf.parse_flag_files([("/k3s.service", unit)])] == [("--image-gc-high-threshold", "70")]
 
 

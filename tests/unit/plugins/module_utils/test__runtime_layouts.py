@@ -75,8 +75,8 @@ def test_default_arguments_find_rke2_and_k3s(monkeypatch):
 
 
 def test_data_dir_of_k3s_gives_root():
-    assert rc.distro_containerd("/srv/k3s/agent/etc/containerd/config.toml") == dict(program="k3s", root="/srv/k3s/agent/containerd",
-                                                                                    state="/run/k3s/containerd")
+    expected = dict(program="k3s", root="/srv/k3s/agent/containerd", state="/run/k3s/containerd")
+    assert rc.distro_containerd("/srv/k3s/agent/etc/containerd/config.toml") == expected
     assert rc.distro_containerd("/etc/containerd/config.toml") is None
 
 
