@@ -10,7 +10,7 @@
 * ``normalize_settings``/``apply_settings``: sets only what differs semantically (``2m`` == ``2m0s``,
   ``100Mi`` == ``104857600``), replaces maps exactly, removes keys set to None (editing: _yaml_edit).
 * ``effective``: the kubelet's defaulting (_kubelet.DEFAULTS, evictionHard rules), then the file,
-  then the flags (_kubelet_flags).
+  then the --config-dir drop-ins (``dropin_layer``, merged as the kubelet merges them), then the flags (_kubelet_flags).
 * ``validate``: the kubelet's checks with its own messages (VAL, eviction ParseThresholdConfig,
   container log manager).
 * ``findings`` and ``plan``: everything the module reports.
@@ -175,11 +175,46 @@ def feature_gates(cfg, flag_values=()):
     return dict(sorted(gates.items()))
 
 
-def effective(cfg, overrides=()):
-    """What the kubelet uses: its defaults, the file mapping ``cfg``, then flags (which win, as in the kubelet).
+def merge_patch(target, patch):
+    """RFC 7386 JSON merge patch (jsonpatch.MergePatch, as the kubelet applies drop-ins): maps merge, null removes."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
 
+
+def dropin_layer(dropins):
+    """What the drop-ins ``[(path, mapping)]`` (in the kubelet's order) lay over the file: ``(fields, sources)``.
+
+    The kubelet merges the drop-ins onto each other with a JSON merge patch, then decodes the result over the
+    configuration it already holds (file and defaults): a field replaces the file's value, except a map, whose
+    entries are added to the file's map one by one (the file's other entries stay). A null removes nothing from
+    the file, only from earlier drop-ins. ``sources`` gives, per key, the last drop-in that set it.
+    """
+    fields, sources = {}, {}
+    for path, data in dropins:
+        patch = {k: v for k, v in data.items() if k not in ("apiVersion", "kind")}
+        fields = merge_patch(fields, patch)
+        for key, value in patch.items():
+            if key in fields:
+                sources[key] = path
+            elif value is None:
+                sources.pop(key, None)
+    return fields, sources
+
+
+def effective(cfg, overrides=(), dropins=()):
+    """What the kubelet uses: its defaults, the file mapping ``cfg``, the drop-ins ``[(path, mapping)]``, then flags.
+
+    That is the kubelet's order (cmd/kubelet/app/server.go): the file, decoded with the defaults; the drop-in
+    directory merged onto it (see dropin_layer); the flags parsed again on top.
     Returns ``(values, sources, errors, flag_errors)``: typed values (durations in ns), where each came
-    from (``default``, ``file`` or ``flag``), decode errors of file values, and flags that do not parse.
+    from (``default``, ``file``, ``dropin`` or ``flag``), decode errors of file and drop-in values, and flags that do not parse.
     """
     values, sources, errors, flag_errors = {}, {}, [], []
     for key, kind in KINDS.items():
@@ -193,7 +228,21 @@ def effective(cfg, overrides=()):
         if value is None or (key in ZERO_DEFAULTED and not value):
             value = DEFAULTS[key]
         values[key] = dict(value) if isinstance(value, dict) else value
-    if sources["evictionHard"] == "file" and values["mergeDefaultEvictionSettings"]:
+    fields, dropin_sources = dropin_layer(dropins)
+    for key, kind in KINDS.items():
+        if key not in fields:
+            continue
+        try:
+            value = _decode(key, kind, fields[key])
+        except ConfigError as exc:
+            errors.append("%s (in %s)" % (exc, dropin_sources[key]))
+            continue
+        if kind in MAP_KINDS:
+            values[key].update(value)
+        else:
+            values[key] = value  # no defaulting after the merge: a zero value stays zero
+        sources[key] = "dropin"
+    if sources["evictionHard"] in ("file", "dropin") and values["mergeDefaultEvictionSettings"]:
         values["evictionHard"].update((k, v) for k, v in DEFAULT_EVICTION_HARD.items() if k not in values["evictionHard"])
     seen = set()
     for flag in overrides:
@@ -400,13 +449,13 @@ def findings(values, sources, cfg, overrides, errors, flag_errors):
                                "image garbage collection frees space; set imageGCHighThresholdPercent below %s" % (
                                    high, _num(100 - percent), kind, value, _num(100 - percent))))
     hard_source = sources["evictionHard"]
-    if hard_source == "flag" or (hard_source == "file" and not values["mergeDefaultEvictionSettings"]):
+    if hard_source == "flag" or (hard_source in ("file", "dropin") and not values["mergeDefaultEvictionSettings"]):
         dropped = ["%s<%s" % (k, v) for k, v in DEFAULT_EVICTION_HARD.items() if k not in values["evictionHard"]]
         if dropped:
             if hard_source == "flag":
                 where, fix = "the --eviction-hard flag", "list them in the flag too"
             else:
-                where = "evictionHard in the config file without mergeDefaultEvictionSettings"
+                where = "evictionHard in the config file%s without mergeDefaultEvictionSettings" % (" and drop-ins" if hard_source == "dropin" else "")
                 fix = "list them too or set mergeDefaultEvictionSettings: true (kubelet v1.33+)"
             out.append(finding("warning", "partial_eviction_hard", "%s replaces the kubelet's default hard eviction thresholds, so %s %s not "
                                "monitored; %s" % (where, ", ".join(dropped), "is" if len(dropped) == 1 else "are", fix)))
@@ -452,44 +501,127 @@ def check_kind(cfg, where):
             where, "missing" if kind is None else repr(kind), "missing" if api is None else repr(api), KIND, API_VERSION))
 
 
-def plan(path, existing, settings=None, content=None, overrides=()):
+def _dropin_data(path, text):
+    """A drop-in's mapping; the kubelet decodes each as a typed object, so it must name its kind and apiVersion."""
+    data = plain(load(text, path, mapping_of=MAPPING_OF).data)
+    if data.get("kind") is None and data.get("apiVersion") is None:
+        raise ConfigError("The kubelet drop-in %s has no kind and apiVersion, so the kubelet would not start (it decodes every drop-in as a "
+                          "typed object); add kind %s and apiVersion %s to it." % (path, KIND, API_VERSION))
+    check_kind(data, "The kubelet drop-in %s" % path)
+    return data
+
+
+def _overridden(key, later, path, uses=None):
+    """Which later drop-ins change ``key`` of ``path``, in one clause."""
+    setters = _later_setters(key, later)
+    entries = sorted({k for p, data in later if isinstance(data.get(key), dict) for k in data[key]})
+    if KINDS[key] in MAP_KINDS and entries:
+        what = "sets the %s entr%s %s, which the kubelet merges into the map of %s after reading it" % (
+            key, "y" if len(entries) == 1 else "ies", ", ".join(entries), path)
+    else:
+        what = "sets %s and the kubelet applies it after %s" % (key, path)
+    text = "the drop-in%s %s %s" % ("s" if len(setters) > 1 else "", ", ".join(setters), what)
+    if uses is None:
+        return text
+    return "%s%s, so edits of this key in %s do not give the value the kubelet uses (%s)" % (text[0].upper(), text[1:], path, json.dumps(uses))
+
+
+def _later_setters(key, later):
+    """The later drop-ins that set ``key`` (all of them when none sets it: then their other keys change it)."""
+    return [p for p, data in later if data.get(key) is not None] or [p for p, data in later]
+
+
+def plan(path, existing, settings=None, content=None, overrides=(), dropins=(), base=None):
     """Everything kubelet_config reports, from text: ``existing`` (None when missing), ``settings``, ``content`` and flags.
 
-    Raises ConfigError (one sentence) when the text does not parse, settings are wrong, or, when
-    writing, the kubelet would reject the result. Read-only when both ``settings`` and ``content`` are None.
+    ``dropins`` are the [(path, text)] of the kubelet's --config-dir in its order; ``path`` may be one of them, and
+    then ``base`` is the (path, text or None) of the --config file. ``path`` None reports a kubelet without a
+    configuration file (flags, drop-ins and defaults only), read-only.
+    Raises ConfigError (one sentence) when a text does not parse, settings are wrong, a requested key is overridden
+    by a later drop-in, or, when writing, the kubelet would reject the result. Read-only when both ``settings``
+    and ``content`` are None.
     """
-    base = existing if content is None else content
-    if base is None:
-        raise ConfigError("The kubelet configuration file %s does not exist; give content to create it." % path)
-    doc = load(base, path if content is None else "the content given for %s" % path, mapping_of=MAPPING_OF)
-    check_kind(plain(doc.data), path if content is None else "the content given for %s" % path)
-    converted = False
-    if content is not None:
-        wanted_fmt = "json" if path.endswith(".json") else "yaml"
-        if doc.fmt != wanted_fmt:
-            doc, converted = convert(doc, wanted_fmt), True
     read_only = settings is None and content is None
+    names = [p for p, t in dropins]
+    position = names.index(path) if path in names else -1
+    layers = [(p, _dropin_data(p, t)) for p, t in dropins if p != path]
+    earlier, later = layers[:max(position, 0)], layers[max(position, 0):]
+    if position < 0:
+        earlier, later = [], layers
+    converted = False
     changes, keys = [], []
+    if path is None:
+        if not read_only:
+            raise ConfigError("The kubelet runs without a configuration file, so there is nothing to edit; give path.")
+        doc, base_text, after = None, "", None
+        cfg = {}
+    else:
+        base_text = existing if content is None else content
+        if base_text is None:
+            raise ConfigError("The kubelet configuration file %s does not exist; give content to create it." % path)
+        where = path if content is None else "the content given for %s" % path
+        doc = load(base_text, where, mapping_of=MAPPING_OF)
+        check_kind(plain(doc.data), where)
+        if content is not None:
+            wanted_fmt = "json" if path.endswith(".json") else "yaml"
+            if doc.fmt != wanted_fmt:
+                doc, converted = convert(doc, wanted_fmt), True
+        cfg = plain(doc.data)
+
+    def layered(own, with_later=True):
+        """(file mapping, drop-ins) with the edited file's mapping ``own`` in its place."""
+        if position < 0:
+            return own, later if with_later else []
+        main = plain(load(base[1], base[0], mapping_of=MAPPING_OF).data) if base and base[1] is not None else {}
+        return main, earlier + [(path, own)] + (later if with_later else [])
+
+    def file_values(own, with_later=True):
+        """What the kubelet would use from the files alone (flags aside), reported."""
+        main, layers_ = layered(own, with_later)
+        return report(effective(main, (), layers_)[0])
+
     if settings:
-        before = report(effective(plain(doc.data))[0])
-        keys = apply_settings(doc.data, normalize_settings(settings), path if content is None else "the content given for %s" % path)
-        after_values = report(effective(plain(doc.data))[0])
-        # drift in what the kubelet would use from the file (defaults included, flags aside)
-        changes = [dict(key=k, before=before[k], after=after_values[k]) for k in keys if before[k] != after_values[k]]
-    if converted:
+        before = file_values(cfg, False)
+        normalized = normalize_settings(settings)
+        keys = apply_settings(doc.data, normalized, where)
+        cfg = plain(doc.data)
+        alone, merged = file_values(cfg, False), file_values(cfg)
+        blocked = [k for k, v in normalized.items() if v is not None and alone[k] != merged[k]]
+        if blocked:
+            key = blocked[0]
+            raise ConfigError("settings.%s cannot take effect: %s; edit or remove it there (or give that drop-in as path), nothing was written."
+                              % (key, _overridden(key, later, path)))
+        # drift in what the kubelet would use from the file (defaults included, flags and later drop-ins aside)
+        changes = [dict(key=k, before=before[k], after=alone[k]) for k in keys if before[k] != alone[k]]
+    if doc is not None and converted:
         after = dump(doc)
-    else:  # every line outside the edited keys as written (_byte_guard)
-        after = dump_keeping(doc, base, keys, path) if keys else base
-    cfg = plain(doc.data)
-    values, sources, errors, flag_errors = effective(cfg, overrides)
+    elif doc is not None:  # every line outside the edited keys as written (_byte_guard)
+        after = dump_keeping(doc, base_text, keys, path) if keys else base_text
+    main_cfg, dropin_cfgs = layered(cfg)
+    values, sources, errors, flag_errors = effective(main_cfg, overrides, dropin_cfgs)
     errors += validate(values)
     if errors and not read_only:
         flags = sorted({f["file"] for f in overrides if f["key"]})
         raise ConfigError("Not writing %s because the kubelet would reject the result%s: %s." % (
             path, " (with the flags in %s applied on top, as the kubelet does)" % ", ".join(flags) if flags else "", "; ".join(errors)))
     changed = not read_only and after != existing
+    found = findings(values, sources, cfg, overrides, errors if read_only else [], flag_errors)
+    if path is not None:
+        alone, merged = file_values(cfg, False), file_values(cfg)
+        for key in KINDS:
+            if cfg.get(key) is not None and alone[key] != merged[key]:
+                found.append(finding("warning", "dropin_overrides_file", _overridden(key, later, path, merged[key])))
+    where_from = dict(sources)
+    dropin_sources = dropin_layer(dropin_cfgs)[1]
+    for key, source in where_from.items():
+        if source == "dropin":
+            where_from[key] = dropin_sources[key]
+        elif source == "file":
+            where_from[key] = main_cfg is cfg and path or (base[0] if base else path)
+        elif source == "flag":
+            where_from[key] = [f["file"] for f in overrides if f["key"] == key][-1]
     return dict(
-        changed=changed, created=changed and existing is None, format=doc.fmt, before=existing or "", after=after, config=cfg,
-        effective=report(values), flag_overrides=list(overrides), changes=changes,
-        findings=findings(values, sources, cfg, overrides, errors if read_only else [], flag_errors),
+        changed=changed, created=changed and existing is None, format=doc.fmt if doc is not None else None, before=existing or "",
+        after=after, config=cfg, effective=report(values), sources=where_from, flag_overrides=list(overrides), changes=changes,
+        findings=sort_findings(found, by=("code",)),
     )

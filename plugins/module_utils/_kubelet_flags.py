@@ -7,9 +7,11 @@
 
 """The kubelet's command-line flags, as they are set in environment files and systemd units.
 
-* ``parse_flag_files``: the flags we know (and --config) in kubeadm-flags.env, /etc/default/kubelet,
-  /etc/sysconfig/kubelet and systemd units or drop-ins;
-* ``flag_overrides``/``config_flag``: which flags override config file keys, and the config file;
+* ``parse_flag_files``: the flags we know (and --config, --config-dir) in kubeadm-flags.env, /etc/default/kubelet,
+  /etc/sysconfig/kubelet, kubespray's kubelet.env, EKS nodeadm's environment and systemd units or drop-ins,
+  including k3s/RKE2 ``--kubelet-arg`` options;
+* ``distro_kubelet_args``: the ``kubelet-arg`` lists of k3s/RKE2 config files;
+* ``flag_overrides``/``config_flag``: which flags override config file keys, and the config file (and directory);
 * ``flag_value``: one flag value parsed as pflag does, with the kubelet's wording.
 """
 
@@ -37,20 +39,24 @@ FLAG_KEYS = {
 }
 DEPRECATED_FLAGS = ("--minimum-container-ttl-duration", "--maximum-dead-containers-per-container", "--maximum-dead-containers")
 CONFIG_FLAG = "--config"
+CONFIG_DIR_FLAG = "--config-dir"
+# k3s and RKE2 pass the kubelet flags of their --kubelet-arg options (name=value, without dashes) to the kubelet
+KUBELET_ARG = "--kubelet-arg"
 # flags read for information only (never in flag_overrides): the feature gates and the kubelet's root directory
 FEATURE_GATES_FLAG = "--feature-gates"
 ROOT_DIR_FLAG = "--root-dir"
 INFO_FLAGS = (FEATURE_GATES_FLAG, ROOT_DIR_FLAG)
+KNOWN_FLAGS = frozenset(set(FLAG_KEYS) | set(DEPRECATED_FLAGS) | {CONFIG_FLAG, CONFIG_DIR_FLAG} | set(INFO_FLAGS))
 
 
 def parse_flag_files(files):
-    """The kubelet flags we know (and --config) in ``[(path, text)]``, in order: ``[{flag, value, file}]``.
+    """The kubelet flags we know (and --config, --config-dir) in ``[(path, text)]``, in order: ``[{flag, value, file}]``.
 
     Environment files (kubeadm-flags.env, /etc/default/kubelet, /etc/sysconfig/kubelet) hold
     ``NAME="--a=b --c d"`` lines; systemd units and drop-ins hold ``Environment=`` and ``ExecStart=`` lines.
     """
     found = []
-    known = set(FLAG_KEYS) | set(DEPRECATED_FLAGS) | {CONFIG_FLAG} | set(INFO_FLAGS)
+    known = KNOWN_FLAGS
     for path, text in files:
         unit = re.search(r"^[ \t]*\[[A-Za-z]+\][ \t]*$", text, re.M) is not None
         tokens = []
@@ -65,13 +71,53 @@ def parse_flag_files(files):
                 tokens += [t for item in _split(value) for t in item.partition("=")[2].split()]
             elif not unit and re.match(r"(export\s+)?[A-Za-z_][A-Za-z0-9_]*$", name):
                 tokens += [t for item in _split(value) for t in item.split()]
-        words = iter(tokens)
-        for word in words:
-            flag, sep, value = word.partition("=")
-            if flag in known:
-                value = value if sep else next(words, None)
-                if value is not None:
-                    found.append(dict(flag=flag, value=value, file=path))
+        found += _flags_of(tokens, path, known)
+    return found
+
+
+def _flags_of(tokens, path, known):
+    found = []
+    words = iter(tokens)
+    for word in words:
+        flag, sep, value = word.partition("=")
+        if flag == KUBELET_ARG:
+            value = value if sep else next(words, None)
+            found += kubelet_arg_flags([value] if value is not None else [], path)
+        elif flag in known:
+            value = value if sep else next(words, None)
+            if value is not None:
+                found.append(dict(flag=flag, value=value, file=path))
+    return found
+
+
+def kubelet_arg_flags(values, path):
+    """The flags we know in k3s/RKE2 ``kubelet-arg`` values (``name=value``, dashes optional), as parse_flag_files gives them.
+
+    k3s and RKE2 never pass ``config`` and ``config-dir`` on: they copy that file (as 10-cli-config.conf) or
+    directory (as 20-cli-config-dir/) into their own drop-in directory, which is then read with the others."""
+    found = []
+    for item in values:
+        if not isinstance(item, str):
+            continue
+        name, sep, value = item.strip().partition("=")
+        flag = "--" + name.lstrip("-")
+        if sep and flag in KNOWN_FLAGS and flag not in (CONFIG_FLAG, CONFIG_DIR_FLAG):
+            found.append(dict(flag=flag, value=value, file=path))
+    return found
+
+
+def distro_kubelet_args(configs):
+    """The kubelet flags of k3s/RKE2 config files ``[(path, data)]`` in the order they read them (config.yaml, then
+    config.yaml.d/*.yaml sorted): a later file's ``kubelet-arg`` replaces the list, ``kubelet-arg+`` appends to it."""
+    found = []
+    for path, data in configs:
+        if not isinstance(data, dict):
+            continue
+        for key in ("kubelet-arg", "kubelet-arg+"):
+            if key not in data:
+                continue
+            values = data[key] if isinstance(data[key], list) else [data[key]]
+            found = (found if key.endswith("+") else []) + kubelet_arg_flags(values, path)
     return found
 
 
@@ -85,7 +131,7 @@ def _split(value):
 def flag_overrides(flags):
     """The module's ``flag_overrides``: flags for supported keys and the deprecated container-GC flags."""
     return [dict(f, key=FLAG_KEYS.get(f["flag"]), deprecated=f["flag"] in DEPRECATED_FLAGS) for f in flags
-            if f["flag"] != CONFIG_FLAG and f["flag"] not in INFO_FLAGS]
+            if f["flag"] not in (CONFIG_FLAG, CONFIG_DIR_FLAG) and f["flag"] not in INFO_FLAGS]
 
 
 def info_flags(flags, flag):
@@ -93,9 +139,9 @@ def info_flags(flags, flag):
     return [f["value"] for f in flags if f["flag"] == flag]
 
 
-def config_flag(flags):
-    """The last --config path given to the kubelet, or None."""
-    paths = [f["value"] for f in flags if f["flag"] == CONFIG_FLAG]
+def config_flag(flags, flag=CONFIG_FLAG):
+    """The last --config (or ``flag``, such as --config-dir) path given to the kubelet, or None."""
+    paths = [f["value"] for f in flags if f["flag"] == flag]
     return paths[-1] if paths else None
 
 

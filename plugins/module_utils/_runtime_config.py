@@ -40,6 +40,8 @@ def options(params):
     opts["runtime"] = params["runtime"] or rc.detect_runtime(params["path"], crio_options)
     if opts["runtime"] == "containerd" and crio_options:
         raise ConfigError("%s appl%s only to runtime crio." % (" and ".join(crio_options), "ies" if len(crio_options) == 1 else "y"))
+    if opts["runtime"] == "containerd" and not opts["path"]:
+        opts["path"] = rc.containerd_path()
     return opts
 
 
@@ -89,11 +91,27 @@ def read_files(files, runtime, opts):
     paths = list(owned)
     if runtime != "containerd":
         dropin_dir = opts["dropin_dir"] or rc.DROPIN_DIR
-        dropins = sorted(f for f in _listdir(dropin_dir) if f.endswith(".conf"))
-        paths += [os.path.join(dropin_dir, f) for f in dropins]
+        paths += crio_dropins(dropin_dir)
     resolved = {path: files.resolve_path(path) for path in owned}
     texts = {path: files.read_text(path) for path in paths}  # at the end of their links (resolved), named as given
     return {path: text for path, text in texts.items() if text is not None or path not in paths[2:]}, resolved
+
+
+def crio_dropins(directory):
+    """The drop-ins CRI-O reads from ``directory``, in its order: filepath.Walk (lexical, subdirectories included), every
+    file whatever its name (OpenShift's 00-default has no extension), a symbolic link read at its target."""
+    if not os.path.isdir(directory):
+        _listdir(directory)  # a directory that cannot be read fails here, a missing one gives no drop-ins
+        return []
+    found = []
+    for root, dirs, names in os.walk(directory, onerror=_walk_error):
+        dirs.sort()
+        found += [os.path.join(root, name) for name in names]
+    return sorted(found, key=lambda p: os.path.relpath(p, directory).split(os.sep))
+
+
+def _walk_error(exc):
+    raise ConfigFileError("Cannot read the drop-in directory %s: %s." % (exc.filename, exc.strerror or exc))
 
 
 def go_glob(pattern):
@@ -120,6 +138,13 @@ def _listdir(path, quiet=False):
         if quiet:
             return []
         raise ConfigFileError("Cannot read the drop-in directory %s: %s." % (path, exc.strerror or exc))
+
+
+def _read_quietly(files, path):
+    try:
+        return files.read_text(path)
+    except (KubenodeGcError, OSError):
+        return None
 
 
 def run(files, opts, check_mode=False):
@@ -177,6 +202,9 @@ def _run(files, opts, check_mode, runtime, disk, resolved, redact):
         new = text if text is not None else base[path]
         if new is not None and new != disk[path]:
             writes.append((path, new))
+    mco_paths = rc.mco_files(_read_quietly(files, rc.MCO_CURRENT_CONFIG))
+    rc.generated_check(disk, [path for path, text in writes if disk.get(path) is not None], mco_paths)
+    findings += rc.generated_findings(disk, mco_paths)
     found, secrets = redact_texts(list(disk.values()) + list(base.values()) + [text for path, text in writes], redact)
     backups, done = {}, []
     if not check_mode:

@@ -7,13 +7,14 @@
 
 """Storage settings of containerd and CRI-O in their TOML files: where they live, defaults, checks, findings.
 
-Pure logic on file texts, nothing of Ansible: what containerd (config versions 1-3) and CRI-O
+Pure logic on file texts, nothing of Ansible: what containerd (config versions 1-4) and CRI-O
 (storage.conf, crio.conf, drop-ins) mean by each setting. The TOML editing itself is _toml_edit's.
 Every error is a ConfigError whose text is one sentence.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -23,6 +24,12 @@ from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import is_i
 from ansible_collections.kubenode.gc.plugins.module_utils._toml_edit import lookup, parse, set_values
 
 CONTAINERD_PATH = "/etc/containerd/config.toml"
+# k3s and RKE2 run their own containerd on <data-dir>/agent/etc/containerd/config.toml, which they generate at every
+# start (from config.toml.tmpl next to it, when it exists), with --root <data-dir>/agent/containerd and
+# --state /run/k3s/containerd on its command line; containerd's flags win over the file's root and state
+DISTRO_CONTAINERD_PATHS = ("/var/lib/rancher/rke2/agent/etc/containerd/config.toml", "/var/lib/rancher/k3s/agent/etc/containerd/config.toml")
+CONTAINERD_PATHS = (CONTAINERD_PATH,) + DISTRO_CONTAINERD_PATHS
+_DISTRO_CONFIG = re.compile(r"^(?P<agent>.*/(?P<program>k3s|rke2)/agent)/etc/containerd/config\.toml$")
 CRIO_PATH = "/etc/crio/crio.conf"
 STORAGE_PATH = "/etc/containers/storage.conf"
 DROPIN_DIR = "/etc/crio/crio.conf.d"
@@ -46,6 +53,10 @@ CONTAINERD_LAYOUT = {
     2: dict(root=((), "root"), state=((), "state"), snapshotter=(_CRI_V2 + ("containerd",), "snapshotter"), sandbox_image=(_CRI_V2, "sandbox_image")),
     3: dict(root=((), "root"), state=((), "state"), snapshotter=(_IMAGES_V3, "snapshotter"), sandbox_image=(_IMAGES_V3 + ("pinned_images",), "sandbox")),
 }
+# containerd 2.3's version 4 moves only the server properties ([grpc], [ttrpc], [debug], [metrics]) into server plugins
+# (its serviceMigrate); root, state and the CRI images plugin are where version 3 has them
+CONTAINERD_LAYOUT[4] = CONTAINERD_LAYOUT[3]
+CONFIG_VERSIONS = tuple(sorted(CONTAINERD_LAYOUT))
 # None: the default depends on the runtime's version
 CONTAINERD_DEFAULTS = dict(root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None)
 
@@ -82,8 +93,8 @@ def detect_runtime(path, crio_options, exists=os.path.exists, runtime_name=None,
         return named
     if crio_options:
         return "crio"
-    containerd = exists(path or CONTAINERD_PATH)
-    crio = [f for f in (STORAGE_PATH, CRIO_PATH) if exists(f)]
+    containerd = exists(path) if path else any(exists(p) for p in CONTAINERD_PATHS)
+    crio = [f for f in (STORAGE_PATH, CRIO_PATH, DROPIN_DIR) if exists(f)]
     if containerd != bool(crio):
         return "containerd" if containerd else "crio"
     if not strict:
@@ -162,21 +173,96 @@ def check_pinned_images(value):
 # -- containerd -----------------------------------------------------------------
 
 
+def distro_containerd(path):
+    """dict(program, root, state) when ``path`` is the containerd config of k3s or RKE2 (their data dir named k3s or rke2), else None."""
+    match = _DISTRO_CONFIG.match(path or "")
+    if not match:
+        return None
+    return dict(program="RKE2" if match.group("program") == "rke2" else "k3s", root=match.group("agent") + "/containerd", state="/run/k3s/containerd")
+
+
+def containerd_path(exists=os.path.exists):
+    """containerd's config file when none is given: /etc/containerd/config.toml, else RKE2's or k3s's when it exists."""
+    return next((p for p in CONTAINERD_PATHS if exists(p)), CONTAINERD_PATH)
+
+
 def containerd_version(data, path):
-    """The config version: 1, 2, 3, or None for a file without any key."""
+    """The config version: 1 to 4, or None for a file without any key."""
     if "version" not in data:
         return 1 if data else None
     version = data["version"]
-    if isinstance(version, bool) or version not in (1, 2, 3):
-        raise ConfigError("%s has config version %r; only versions 1, 2 and 3 are known." % (path, version))
+    if isinstance(version, bool) or version not in CONFIG_VERSIONS:
+        raise ConfigError("%s has config version %r; only versions 1 to 4 are known." % (path, version))
     return version
+
+
+# -- generated files ----------------------------------------------------------------
+
+MCO_CURRENT_CONFIG = "/etc/machine-config-daemon/currentconfig"
+_TEMPLATE = re.compile(r"\b(?:use|edit)\s+(\S+\.tmpl)\b", re.I)
+
+
+def mco_files(text):
+    """The paths the OpenShift Machine Config Operator writes, from the MachineConfig in MCO_CURRENT_CONFIG (None: not OpenShift)."""
+    if not text:
+        return set()
+    try:
+        data = json.loads(text)
+        files = data["spec"]["config"]["storage"].get("files") or []
+        return {f["path"] for f in files if isinstance(f, dict) and isinstance(f.get("path"), str)}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return set()
+
+
+def generated_by(path, text, mco_paths=()):
+    """Why ``path`` is generated (one clause naming what to edit instead), or None.
+
+    A header comment (the comment lines the file starts with) saying DO NOT EDIT or "generated by the Machine Config
+    Operator", or the file being one the Machine Config Operator writes (``mco_paths``)."""
+    header = []
+    for line in (text or "").splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            break
+        header.append(line.strip().lstrip("#").strip())
+    head = " ".join(header)
+    distro = distro_containerd(path)
+    if "do not edit" in head.lower():
+        template = _TEMPLATE.search(head)
+        if template:
+            name = os.path.join(os.path.dirname(path), template.group(1)) if "/" not in template.group(1) else template.group(1)
+            return "its header says it is generated (DO NOT EDIT)%s; put the settings in %s instead (%s)" % (
+                " by %s at every start" % distro["program"] if distro else "", name,
+                "a copy of the generated file with your changes" if distro else "the template it names")
+        return "its header says it is generated (DO NOT EDIT); change what generates it instead"
+    if "machine config operator" in head.lower() or path in mco_paths:
+        return ("the OpenShift Machine Config Operator writes it (and puts it back); change it through a ContainerRuntimeConfig or "
+                "MachineConfig instead")
+    return None
+
+
+def generated_check(files, writes, mco_paths=()):
+    """Refuse to write any generated file: ``files`` path -> text, ``writes`` the paths to be written."""
+    for path in writes:
+        why = generated_by(path, files.get(path), mco_paths)
+        if why:
+            raise ConfigError("Not editing %s: %s; nothing was changed." % (path, why))
+
+
+def generated_findings(files, mco_paths=()):
+    """A generated_file warning per file read that something else generates."""
+    out = []
+    for path, text in files.items():
+        why = generated_by(path, text, mco_paths) if text is not None else None
+        if why:
+            out.append(finding("warning", "generated_file", "%s is generated: %s." % (path, why)))
+    return out
 
 
 def containerd_current(data, version, imports=()):
     """The effective values of the main file's ``data`` merged with its ``imports`` (see containerd_winners)."""
     winners = containerd_winners([(None, data)] + list(imports), version)
     current = {k: CONTAINERD_DEFAULTS[k] if _blank(v) is None else v for k, (v, source) in winners.items()}
-    if version == 3:
+    if version in (3, 4):
         current[PINNED_IMAGES] = sorted(_our_pins(data).values())
     current["config_version"] = version
     return current
@@ -307,7 +393,7 @@ def _our_pins(data):
 
 def _pin_edits(data, path, version, pins):
     """The edits that make the kubenode-gc/ entries of pinned_images exactly ``pins`` (a version 3 config only)."""
-    if version != 3:
+    if version not in (3, 4):
         if not pins:
             return []
         raise ConfigError(
@@ -332,6 +418,11 @@ def plan_containerd(text, path, settings, imports=()):
     wanted = check_settings("containerd", settings)
     data = parse(text or "", path).unwrap()
     version = containerd_version(data, path)
+    distro = distro_containerd(path)
+    fixed = [k for k in ("root", "state") if distro and k in wanted and not same(k, distro[k], wanted[k])]
+    if fixed:
+        raise ConfigError("settings.%s cannot take effect: %s runs containerd with --%s %s, which wins over %s; nothing was changed." % (
+            fixed[0], distro["program"], fixed[0], distro[fixed[0]], path))
     overrides = import_overrides(path, data, imports, version, wanted)
     refused = [message for key, message in overrides if key in wanted]
     if refused:
@@ -350,7 +441,7 @@ def plan_containerd(text, path, settings, imports=()):
         if version is None:
             edits.insert(0, ((), "version", 2))
             version = 2
-        after = set_values(text, path, edits, literal=version == 3)
+        after = set_values(text, path, edits, literal=version >= 3)
         data = parse(after, path).unwrap()
     findings = []
     if version == 1:
@@ -362,7 +453,17 @@ def plan_containerd(text, path, settings, imports=()):
             )
         )
     findings += [finding("warning", "import_overrides", message + ".") for key, message in import_overrides(path, data, imports, version, wanted)]
-    return dict(after=after, current=containerd_current(data, version, imports), findings=findings)
+    if version == 4:
+        findings.append(finding("info", "config_version_4", "%s is a version 4 config, which containerd reads from 2.3 on (older versions refuse "
+                                "to start with it); root, state, the snapshotter and the pinned images are where version 3 has them." % path))
+    current = containerd_current(data, version, imports)
+    if distro:
+        for key in ("root", "state"):
+            if not same(key, current[key] or "", distro[key]):
+                findings.append(finding("info", "%s_from_command_line" % key, "%s runs containerd with --%s %s, so that is its %s (%s alone gives %r)." % (
+                    distro["program"], key, distro[key], key, path, current[key])))
+            current[key] = distro[key]
+    return dict(after=after, current=current, findings=findings)
 
 
 # -- CRI-O ------------------------------------------------------------------------
@@ -395,6 +496,8 @@ def plan_crio(storage, crio, dropins, settings):
     for role, (path, text, edits, option) in dict(storage=(spath, stext, sedits, "storage_content"), crio=(cpath, ctext, cedits, "content")).items():
         after[role] = None
         if edits:
+            if text is None and role == "crio" and dropins:
+                text = ""  # a package layout (drop-ins only): crio.conf is created with the edited keys, read before the drop-ins
             if text is None:
                 raise ConfigError("%s does not exist; set %s to create it." % (path, option))
             after[role] = set_values(text, path, edits)

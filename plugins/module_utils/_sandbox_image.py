@@ -117,7 +117,7 @@ def _config_path(pid):
 
 
 def from_containerd_config(text):
-    """The sandbox image a containerd config (version 2 or 3) sets, or None."""
+    """The sandbox image a containerd config (version 2, 3 or 4) sets, or None."""
     if _toml is None:
         return None
     try:
@@ -125,7 +125,7 @@ def from_containerd_config(text):
     except Exception:  # pylint: disable=broad-except  # any parse error: the file says nothing we can use
         return None
     plugins = data.get("plugins") or {}
-    if data.get("version") == 3:
+    if data.get("version") in (3, 4):  # containerd 2.3's version 4 keeps the images plugin of version 3
         value = ((plugins.get("io.containerd.cri.v1.images") or {}).get("pinned_images") or {}).get("sandbox")
     else:
         value = (plugins.get("io.containerd.grpc.v1.cri") or {}).get("sandbox_image")

@@ -35,9 +35,23 @@ description:
     messages - the C(ValidateKubeletConfiguration) rules for these keys (prefixed C(invalid configuration: )), the eviction
     threshold parser (signals, percentages, quantities, grace periods, minimum reclaims) and the container log size. When any
     check fails the task fails with one sentence listing every error, separated by C(; ), and the file is not touched.
-  - The checks run on what the kubelet will use, the kubelet's defaults, then the file, then the flags found in
-    O(flag_files), which win over the file as in the kubelet. A flag that makes the result invalid therefore blocks the write
-    too, and the message names the flag files.
+  - The checks run on what the kubelet will use, in the kubelet's own order (C(cmd/kubelet/app/server.go)) - the file with
+    the kubelet's defaults, then the drop-ins of its C(--config-dir) directory, then the flags found in O(flag_files), which
+    win over both. A flag that makes the result invalid therefore blocks the write too, and the message names the flag files.
+  - >-
+    Drop-in directory (C(--config-dir), KEP-3983), read as the kubelet reads it - every file whose extension is C(.conf),
+    subdirectories included, in lexical order (Go's C(filepath.WalkDir)); other names are not read. Each must name C(kind)
+    and C(apiVersion), or the kubelet does not start and neither does this module. The drop-ins are merged onto each other
+    with a JSON merge patch and then laid over the file - a value replaces the file's, a map (C(evictionHard) and the other
+    eviction maps) adds its entries to the file's map (so a drop-in setting C(imagefs.available) keeps the file's or the
+    default C(memory.available)), and a V(null) in a drop-in does not remove the file's value. Values of drop-ins are not
+    defaulted again (a C(0s) there stays zero).
+  - A requested key that a later drop-in overrides (its value, or for a map any entry) fails the task naming the drop-in, and
+    nothing is written; in read-only mode each key of the file that a drop-in overrides is a C(dropin_overrides_file) finding.
+    O(path) may name a drop-in (an existing one, or a new one to create with O(content)); then the file and the earlier
+    drop-ins come before it and only the later ones can override it.
+  - The drop-ins k3s and RKE2 rewrite at every start (C(00-k3s-defaults.conf), C(00-rke2-defaults.conf), C(10-cli-config.conf),
+    C(20-cli-config-dir/)) are never edited - the task fails and names a drop-in of your own as the place for the settings.
   - >-
     Differences from the kubelet, on purpose or by necessity.
     All errors are reported, where the kubelet's eviction parser stops at the first one (in random map order).
@@ -55,8 +69,10 @@ description:
     C(mergeDefaultEvictionSettings) is taken into account as v1.33+ kubelets do; older kubelets ignore the key.
     Flags are read from files, not from the running process. Every flag found in O(flag_files) is assumed to reach the
     kubelet; when a flag appears several times, the last one (in O(flag_files) order) wins, and a repeated map flag adds to
-    the first. A map flag such as C(--eviction-hard) replaces the whole map from the file, and the default eviction
-    thresholds are not merged into it. A C(--config-dir) drop-in directory is not read.
+    the first. A map flag such as C(--eviction-hard) replaces the whole map from the file and the drop-ins, and the default
+    eviction thresholds are not merged into it.
+    The kubelet's command line is read from files, never from the running process - where no flag file names the
+    configuration file, the module says so (C(config_path_assumed), C(no_config_file)) instead of presenting a guess as fact.
 author:
   - kubenode.gc contributors (@kubenode)
 attributes:
@@ -77,10 +93,15 @@ options:
   path:
     description:
       - The kubelet configuration file.
-      - When not given, the path in a C(--config) flag found in O(flag_files) is used if that file exists, else the first
-        existing file of V(/var/lib/kubelet/config.yaml) (kubeadm), V(/etc/kubernetes/kubelet/kubelet-config.json) (EKS) and
-        V(/etc/kubernetes/kubelet-config.yaml). When none exists the task fails, unless O(content) is given and a C(--config)
-        flag names the file to create.
+      - It may also be a drop-in of the kubelet's drop-in directory (see O(config_dir)).
+      - When not given, the path in the last C(--config) flag found in O(flag_files) (whether it exists or not, as that is the
+        file the kubelet reads), else the first existing file of V(/var/lib/kubelet/config.yaml) (kubeadm),
+        V(/etc/kubernetes/kubelet/kubelet-config.json) (EKS AL2) and V(/etc/kubernetes/kubelet-config.yaml) (kubespray), with
+        a C(config_path_assumed) finding.
+      - When there is none of these, a node whose flags or drop-in directory are found (AKS's flags-only kubelet, RKE2 and k3s,
+        which run the kubelet with C(--config-dir) only) is reported from its defaults, drop-ins and flags (RV(path) is
+        V(null), a C(no_config_file) finding); O(settings) and O(content) then need O(path). When nothing at all is found
+        the task fails.
       - It must be a regular file (or a symbolic link to one) of at most 4 MiB; a FIFO, a device, a directory or a bigger
         file fails the task at once with one sentence naming it, before anything is read. Flag files that are not regular
         files are skipped; a bigger one fails the task the same way.
@@ -124,11 +145,25 @@ options:
         directory, for example a schema checker such as V(/usr/local/bin/check-kubelet-config %s). A non-zero exit fails the task
         and leaves the file alone.
     type: str
+  config_dir:
+    description:
+      - The kubelet's drop-in directory (its C(--config-dir)).
+      - When not given, the last C(--config-dir) flag found in O(flag_files) (EKS AL2023's nodeadm passes
+        V(/etc/kubernetes/kubelet/config.json.d)), else the directory RKE2 or k3s passes, when it exists -
+        V(/var/lib/rancher/rke2/agent/etc/kubelet.conf.d), V(/var/lib/rancher/k3s/agent/etc/kubelet.conf.d) (with a
+        C(config_dir_of_distribution) finding). No directory is read when there is none.
+    type: path
+    version_added: 0.1.0
   flag_files:
     description:
       - Files (glob patterns allowed) that hold kubelet flags - environment files with lines such as
-        C(KUBELET_KUBEADM_ARGS="--a=b --c d") and systemd units or drop-ins with C(Environment=) and C(ExecStart=) lines
-        (backslash continuations are joined). Files that do not exist are skipped.
+        C(KUBELET_KUBEADM_ARGS="--a=b --c d") (kubeadm's C(kubeadm-flags.env), kubespray's C(kubelet.env) with its
+        C(KUBELET_ARGS) and C(kubelet_custom_flags), EKS nodeadm's C(NODEADM_KUBELET_ARGS), AKS's C(KUBELET_FLAGS)) and
+        systemd units or drop-ins with C(Environment=) and C(ExecStart=) lines (backslash continuations are joined; a k3s or
+        RKE2 C(--kubelet-arg=name=value) there is the kubelet flag C(--name=value)). Files that do not exist are skipped.
+      - Files ending in C(.yaml) or C(.yml) are k3s/RKE2 configuration files - their C(kubelet-arg) list (a later file's
+        list replaces an earlier one, C(kubelet-arg+) appends to it) gives kubelet flags. k3s and RKE2 do not pass
+        C(config=) and C(config-dir=) on - they copy them into their drop-in directory, which is read instead.
       - These flags are reported in RV(flag_overrides) and override the file in RV(effective) - C(--image-gc-high-threshold),
         C(--image-gc-low-threshold), C(--minimum-image-ttl-duration), C(--eviction-hard), C(--eviction-soft),
         C(--eviction-soft-grace-period), C(--eviction-minimum-reclaim), C(--eviction-pressure-transition-period),
@@ -144,6 +179,13 @@ options:
       - /etc/systemd/system/kubelet.service.d/*.conf
       - /usr/lib/systemd/system/kubelet.service.d/*.conf
       - /lib/systemd/system/kubelet.service.d/*.conf
+      - /etc/kubernetes/kubelet.env
+      - /etc/eks/kubelet/environment
+      - /etc/systemd/system/kubelet.service
+      - /etc/rancher/k3s/config.yaml
+      - /etc/rancher/k3s/config.yaml.d/*.yaml
+      - /etc/rancher/rke2/config.yaml
+      - /etc/rancher/rke2/config.yaml.d/*.yaml
 notes:
   - The kubelet reads its configuration only when it starts; restart it (for example with a handler) after a change.
   - Runs that may write hold an exclusive lock (C(flock) on the file's directory, no lock file is created) from reading
@@ -219,10 +261,33 @@ EXAMPLES = r"""
 
 RETURN = r"""
 path:
-  description: The configuration file read (and written), as given or found; it may be a symbolic link.
+  description:
+    - The configuration file read (and written), as given or found; it may be a symbolic link.
+    - V(null) when the kubelet runs without one (flags and drop-ins only).
   returned: always
   type: str
   sample: /var/lib/kubelet/config.yaml
+config_dir:
+  description: The kubelet's drop-in directory read (see O(config_dir)), V(null) when none.
+  returned: always
+  type: str
+  sample: /etc/kubernetes/kubelet/config.json.d
+  version_added: 0.1.0
+dropins:
+  description: The drop-ins of RV(config_dir), in the order the kubelet merges them.
+  returned: always
+  type: list
+  elements: str
+  sample: ["/etc/kubernetes/kubelet/config.json.d/00-nodeadm.conf"]
+  version_added: 0.1.0
+sources:
+  description:
+    - For every key of RV(effective), where the kubelet takes it from - V(default), the configuration file's path, the
+      path of the last drop-in that sets it, or the flag file of the last flag that sets it.
+  returned: always
+  type: dict
+  sample: {"imageGCHighThresholdPercent": "/etc/kubernetes/kubelet/config.json.d/00-nodeadm.conf", "imageMaximumGCAge": "default"}
+  version_added: 0.1.0
 feature_gates:
   description:
     - The feature gates the node sets for the kubelet - C(featureGates) of the configuration file, then every
@@ -249,7 +314,7 @@ resolved_path:
   type: str
   sample: /etc/kubernetes/kubelet/config-1.31.yaml
 format:
-  description: The file's format, V(yaml) or V(json).
+  description: The file's format, V(yaml) or V(json); V(null) without a file.
   returned: always
   type: str
   sample: yaml
@@ -281,7 +346,7 @@ effective:
       file says V(0s); C(imageMaximumGCAge) V(0s); thresholds 85 and 80; C(evictionPressureTransitionPeriod) V(5m);
       C(containerLogMaxSize) V(10Mi); C(containerLogMaxFiles) 5; C(containerLogMaxWorkers) 1;
       C(containerLogMonitorInterval) V(10s); C(mergeDefaultEvictionSettings) false; C(podLogsDir) V(/var/log/pods)),
-      overridden by the file, then by the flags.
+      overridden by the file, then by the drop-ins, then by the flags.
     - C(evictionHard) is the Linux default set (C(memory.available<100Mi), C(nodefs.available<10%), C(nodefs.inodesFree<5%),
       C(imagefs.available<15%), C(imagefs.inodesFree<5%)) when the file has none, the file's map plus the missing defaults
       with C(mergeDefaultEvictionSettings), else only the file's (or a flag's) map.
@@ -354,6 +419,13 @@ findings:
     - C(partial_eviction_hard) (warning) - C(evictionHard) from the file without C(mergeDefaultEvictionSettings), or from a
       flag, drops default signals, which are then not monitored; the message lists them.
     - C(flag_overrides_file) (warning) - one per flag that overrides a key, saying whether the file sets that key.
+    - C(dropin_overrides_file) (warning) - a key the file sets that a later drop-in overrides (for a map, adds entries to),
+      naming the drop-ins and the value the kubelet uses.
+    - C(no_config_file) (info) - the kubelet runs without a configuration file; the values are its defaults, drop-ins and
+      flags.
+    - C(config_path_assumed) (info) - no flag file names the kubelet's C(--config), so a file at a default path is assumed
+      to be the one it reads.
+    - C(config_dir_of_distribution) (info) - the drop-in directory is the one RKE2 or k3s pass to the kubelet.
     - C(deprecated_flag) (warning) - one per deprecated container GC flag.
     - C(image_gc_disabled) (info) - C(imageGCHighThresholdPercent) is 100.
   returned: always
@@ -397,10 +469,18 @@ DEFAULT_FLAG_FILES = [
     "/etc/systemd/system/kubelet.service.d/*.conf",
     "/usr/lib/systemd/system/kubelet.service.d/*.conf",
     "/lib/systemd/system/kubelet.service.d/*.conf",
+    "/etc/kubernetes/kubelet.env",
+    "/etc/eks/kubelet/environment",
+    "/etc/systemd/system/kubelet.service",
+    "/etc/rancher/k3s/config.yaml",
+    "/etc/rancher/k3s/config.yaml.d/*.yaml",
+    "/etc/rancher/rke2/config.yaml",
+    "/etc/rancher/rke2/config.yaml.d/*.yaml",
 ]
 ARGUMENT_SPEC = dict(
     CONFIG_FILE_ARGS,
     flag_files=dict(type="list", elements="path", default=DEFAULT_FLAG_FILES),
+    config_dir=dict(type="path"),
 )
 
 

@@ -23,9 +23,24 @@ description:
     line endings (a CRLF file stays CRLF) and a UTF-8 byte order mark. After rendering, the module compares every other
     line with the original; if the edit would change any of them, the task fails with one sentence naming the line and
     writes nothing. A file mixing CRLF and LF line endings is read but not rewritten.
-  - "containerd: C(/etc/containerd/config.toml) in config version 2 (containerd 1.x, C(version = 2)) or 3 (containerd 2.x,
-    C(version = 3)). A file without C(version) is version 1: it is read, but not written. An empty or new file that
-    gets settings starts with C(version = 2) unless O(content) says otherwise."
+  - "containerd: C(/etc/containerd/config.toml) in config version 2 (containerd 1.x, C(version = 2)), 3 (containerd 2.x,
+    C(version = 3)) or 4 (containerd 2.3 and later, C(version = 4)). A file without C(version) is version 1: it is read,
+    but not written. An empty or new file that gets settings starts with C(version = 2) unless O(content) says otherwise."
+  - "containerd config version 4 is read and edited as containerd 2.3 reads it: its migration from version 3
+    (C(serviceMigrate)) only moves the server properties (C([grpc]), C([ttrpc]), C([debug]), C([metrics])) into server
+    plugins, so C(root), C(state), the snapshotter and C(pinned_images) of C(io.containerd.cri.v1.images) are where version 3
+    has them, and imports merge key by key. A C(config_version_4) finding says that containerd before 2.3 refuses the file."
+  - "k3s and RKE2: their containerd reads C(<data-dir>/agent/etc/containerd/config.toml)
+    (C(/var/lib/rancher/k3s/...), C(/var/lib/rancher/rke2/...)), which they generate at every start from
+    C(config.toml.tmpl) next to it when that exists, and runs with C(--root <data-dir>/agent/containerd) and
+    C(--state /run/k3s/containerd), which win over the file. RV(current) reports those (with C(root_from_command_line)
+    and C(state_from_command_line) findings when the file says otherwise), a C(root) or C(state) setting fails, and the
+    generated file is never edited (see below)."
+  - "Generated files are never edited: a file whose header (the comment lines it starts with) says C(DO NOT EDIT), or
+    that the OpenShift Machine Config Operator writes (its header says so, or it is a file of the MachineConfig in
+    C(/etc/machine-config-daemon/currentconfig)), fails the task when it would be written, naming what to edit instead
+    (the C(.tmpl) template the header names; a ContainerRuntimeConfig or MachineConfig), and nothing is written. Read-only,
+    each such file read (drop-ins included) is a C(generated_file) warning."
   - "containerd C(imports) are read as containerd reads them: breadth first (the main file, its imports, then what they
     import), each file once, relative paths against the importing file's directory, an entry with C(*) a sorted glob;
     a later file wins. Version 1 and 2 files are merged as containerd 1.x does (an imported C([plugins.<id>]) table
@@ -35,8 +50,12 @@ description:
     C(/etc/containers/storage.conf), C(pause_image) to C([crio.image]) of C(/etc/crio/crio.conf).
     C([crio]) C(root), C(runroot), C(imagestore) and C(storage_driver) in C(crio.conf) override C(storage.conf) for
     CRI-O; when C(crio.conf) sets one of them explicitly, setting the matching storage key updates it too, so both agree.
-    Drop-ins (C(*.conf) in O(dropin_dir), applied in lexical order over C(crio.conf)) are read for the effective values and
-    findings but never edited."
+    Drop-ins are read as CRI-O reads them - every file in O(dropin_dir) whatever its name (OpenShift's C(00-default) has
+    no extension), subdirectories included, in lexical order (Go's C(filepath.Walk)), over C(crio.conf) - for the
+    effective values and findings, and never edited."
+  - "CRI-O package layout (C(/etc/crio/crio.conf.d/10-crio.conf) and no C(crio.conf)): when O(dropin_dir) has files and
+    C(crio.conf) does not exist, a C(pause_image) setting creates C(crio.conf) holding only that key (with O(mode)); CRI-O
+    reads it before its drop-ins, so a drop-in setting C(pause_image) still wins (C(dropin_overrides))."
   - With O(query_runtime), the runtime's CRI socket is asked for its sandbox image and image filesystem, to tell whether the
     configuration matches the running runtime. The runtime reads its configuration only when it starts; restart it to
     apply a change.
@@ -64,20 +83,25 @@ options:
     description:
       - The container runtime whose configuration to manage.
       - When not set, it is V(crio) if O(storage_path), O(storage_content) or O(dropin_dir) is given; otherwise V(containerd)
-        if O(path) (default C(/etc/containerd/config.toml)) exists, V(crio) if C(/etc/containers/storage.conf) or
-        C(/etc/crio/crio.conf) exists, and the module fails when both or neither do.
+        if O(path) (when not given, C(/etc/containerd/config.toml) or RKE2's or k3s's config) exists, V(crio) if
+        C(/etc/containers/storage.conf), C(/etc/crio/crio.conf) or C(/etc/crio/crio.conf.d) exists, and the module fails
+        when both or neither do.
     type: str
     choices: [containerd, crio]
   path:
     description:
-      - The runtime's main configuration file, C(/etc/containerd/config.toml) for containerd and C(/etc/crio/crio.conf) for
-        CRI-O when not set.
+      - The runtime's main configuration file, C(/etc/crio/crio.conf) for CRI-O when not set.
+      - For containerd when not set, the first that exists of C(/etc/containerd/config.toml),
+        C(/var/lib/rancher/rke2/agent/etc/containerd/config.toml) (RKE2) and
+        C(/var/lib/rancher/k3s/agent/etc/containerd/config.toml) (k3s), else C(/etc/containerd/config.toml).
     type: path
   storage_path:
     description: CRI-O only. The containers/storage configuration file, C(/etc/containers/storage.conf) when not set.
     type: path
   dropin_dir:
-    description: CRI-O only. The directory of CRI-O's configuration drop-ins, C(/etc/crio/crio.conf.d) when not set. Read, never edited.
+    description:
+      - CRI-O only. The directory of CRI-O's configuration drop-ins, C(/etc/crio/crio.conf.d) when not set. Every file in it
+        (any name, subdirectories included) is read, in CRI-O's order; none is ever edited.
     type: path
   settings:
     description:
@@ -87,7 +111,7 @@ options:
         plugin's snapshotter, such as V(overlayfs), V(zfs) or V(native)) and C(sandbox_image) (the pod sandbox image:
         C(sandbox_image) of the CRI plugin in version 2, C(pinned_images.sandbox) of C(io.containerd.cri.v1.images) in
         version 3)."
-      - "containerd 2.x (version 3 only): C(pinned_images), a list of image references that containerd pins (reports
+      - "containerd 2.x (version 3 or 4 only): C(pinned_images), a list of image references that containerd pins (reports
         C(pinned) over the CRI, so the kubelet never removes them). Each is written, fully qualified, as
         C(\"kubenode-gc/<image>\" = \"<image>\") in C(pinned_images) of C(io.containerd.cri.v1.images), whose every
         value containerd pins (the image record of exactly that name) when it pulls or imports the image and when it
@@ -257,8 +281,9 @@ current:
   description:
     - The effective value of every setting of the runtime after the run (in check mode, as it would be), with the
       runtime's default where no file sets it (V(null) where the default depends on the runtime's version).
-    - containerd also has C(config_version), V(1), V(2), V(3) or V(null) for a missing or empty file (that of the main
-      file), and in version 3 C(pinned_images), the sorted images of the C(kubenode-gc/) entries of C(pinned_images).
+    - containerd also has C(config_version), V(1), V(2), V(3), V(4) or V(null) for a missing or empty file (that of the
+      main file), and in versions 3 and 4 C(pinned_images), the sorted images of the C(kubenode-gc/) entries of
+      C(pinned_images). For k3s and RKE2, C(root) and C(state) are those of their containerd command line.
       containerd's values are those of the main file merged with its C(imports).
     - For CRI-O, C(storage.conf) values are overridden by C([crio]) keys of C(crio.conf) and then by the drop-ins.
   returned: always
@@ -288,7 +313,8 @@ findings:
     - What looks wrong, most severe first, then by code. Codes are C(root_not_on_imagefs), C(sandbox_image_mismatch),
       C(config_version_1), C(crio_root_mismatch), C(crio_runroot_mismatch), C(crio_imagestore_mismatch),
       C(crio_storage_driver_mismatch), C(dropin_overrides), C(import_overrides) (a containerd import overrides a value of
-      the main file), C(runtime_unreachable) and C(runtime_other) (the socket
+      the main file), C(generated_file) (a file read is generated, see the description), C(config_version_4),
+      C(root_from_command_line) and C(state_from_command_line) (k3s/RKE2), C(runtime_unreachable) and C(runtime_other) (the socket
       belongs to another runtime, so the runtime checks were skipped).
   returned: always
   type: list

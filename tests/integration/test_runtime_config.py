@@ -258,7 +258,7 @@ def test_crio_edits_storage_conf_and_crio_conf(ansible, tmp_path, interpreter):
     dropins = tmp_path / "crio.conf.d"
     dropins.mkdir()
     dropin = write(dropins / "20-pause.conf", '[crio.image]\npause_image = "registry.k8s.io/pause:3.8"\n')
-    write(dropins / "README", "[not toml")  # not *.conf: ignored
+    write(dropins / "00-default", '[crio.runtime]\nlog_level = "info"\n')  # any name: cri-o reads every file of the directory
     args = {
         "path": crio,
         "storage_path": storage,

@@ -89,8 +89,8 @@ def test_version_1_is_read_with_a_finding_but_not_written():
 
 
 def test_unknown_version():
-    with pytest.raises(rc.ConfigError, match=r"has config version 4; only versions 1, 2 and 3 are known\.$"):
-        containerd("version = 4\n")
+    with pytest.raises(rc.ConfigError, match=r"has config version 5; only versions 1 to 4 are known\.$"):
+        containerd("version = 5\n")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,353 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""kubelet_config on real node layouts (fixtures/layouts/<name>, rendered from each distribution's public source).
+
+Each layout is installed under a temporary root (absolute paths in its files are re-rooted there) and read with the
+module's default flag files, as on the node. The expected values follow the kubelet's loading rules
+(cmd/kubelet/app/server.go): the --config file decoded with the defaults (evictionHard defaulted when the file has
+none), the --config-dir drop-ins (*.conf, filepath.WalkDir order) merged onto it with a JSON merge patch whose maps
+are merged entry by entry into the file's, then the command-line flags.
+"""
+
+import difflib
+import os
+import re
+import shutil
+
+import pytest
+import yaml
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _config_io
+from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config as kcfg
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
+from ansible_collections.kubenode.gc.plugins.modules.kubelet_config import DEFAULT_FLAG_FILES
+
+LAYOUTS = os.path.join(os.path.dirname(__file__), "fixtures", "layouts")
+DEFAULT_HARD = {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%",
+                "imagefs.inodesFree": "5%"}
+
+
+class Files:
+    """The module's config-file backend on the local disk (no Ansible module)."""
+
+    def read_text(self, path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def resolve_path(self, path):
+        return os.path.realpath(path)
+
+    def write_text(self, path, text, backup=False, validate=None, mode=0o644):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    def lock(self, paths):
+        return _config_io.lock_dirs(paths)
+
+
+def reroot(root, text):
+    return re.sub(r"(?<![\w.:/])/(etc|var|run|usr|lib)/", root + r"/\1/", text)
+
+
+def install_layout(name, root):
+    """Copy the layout ``name`` under ``root``, its absolute paths re-rooted there."""
+    source = os.path.join(LAYOUTS, name)
+    for base, _dirs, names in os.walk(source):
+        for file_name in names:
+            src = os.path.join(base, file_name)
+            dst = os.path.join(root, os.path.relpath(src, source))
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            with open(src, encoding="utf-8") as f:
+                text = f.read()
+            with open(dst, "w", encoding="utf-8") as f:
+                f.write(reroot(root, text))
+            shutil.copymode(src, dst)
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    """install(layout) copies a layout under a temporary root; run(**opts) runs kubelet_config there with default arguments."""
+    root = str(tmp_path / "root")
+
+    def install(name):
+        install_layout(name, root)
+
+    monkeypatch.setattr(kcfg, "DEFAULT_PATHS", tuple(root + p for p in kcfg.DEFAULT_PATHS))
+    monkeypatch.setattr(kcfg, "DISTRO_CONFIG_DIRS", tuple(root + p for p in kcfg.DISTRO_CONFIG_DIRS))
+
+    def run(check_mode=False, **args):
+        opts = dict(path=None, settings=None, content=None, backup=False, mode=0o644, validate=None, config_dir=None,
+                    flag_files=[root + p for p in DEFAULT_FLAG_FILES])
+        opts.update(args)
+        return kcfg.run(Files(), opts, check_mode=check_mode)
+
+    def path(rel):
+        return root + rel
+
+    def read(rel):
+        return Files().read_text(root + rel)
+
+    return install, run, path, read
+
+
+def codes(result):
+    return [(f["severity"], f["code"]) for f in result["findings"]]
+
+
+def changed_lines(before, after):
+    """The lines removed from and added to a file."""
+    diff = [line for line in difflib.ndiff(before.splitlines(), after.splitlines()) if line[:1] in "+-"]
+    return sorted(line for line in diff if line.startswith("-")), sorted(line for line in diff if line.startswith("+"))
+
+
+# ---------------------------------------------------------------------------------------------- what the kubelet uses
+
+
+def test_kubeadm(node):
+    install, run, path, _read = node
+    install("kubeadm")
+    res = run()
+    assert res["path"] == path("/var/lib/kubelet/config.yaml") and res["config_dir"] is None and res["dropins"] == []
+    eff = res["effective"]
+    assert (eff["imageGCHighThresholdPercent"], eff["imageGCLowThresholdPercent"], eff["imageMinimumGCAge"]) == (85, 80, "2m0s")
+    assert eff["evictionHard"] == DEFAULT_HARD and eff["evictionPressureTransitionPeriod"] == "5m0s"  # 0s is defaulted in the file
+    assert res["flag_overrides"] == [] and codes(res) == [("warning", "gc_high_at_or_above_eviction")]  # true of the kubelet's defaults
+
+
+def test_kubespray_flags_in_kubelet_env_win(node):
+    install, run, path, _read = node
+    install("kubespray")
+    res = run()
+    assert res["path"] == path("/etc/kubernetes/kubelet-config.yaml")
+    eff = res["effective"]
+    # kubelet_custom_flags in KUBELET_ARGS: the flag map replaces the file's evictionHard, the threshold flag the file's 85
+    assert eff["evictionHard"] == {"memory.available": "500Mi", "nodefs.available": "10%", "imagefs.available": "20%"}
+    assert (eff["imageGCHighThresholdPercent"], eff["imageGCLowThresholdPercent"]) == (90, 80)
+    assert res["sources"]["evictionHard"] == res["sources"]["imageGCHighThresholdPercent"] == path("/etc/kubernetes/kubelet.env")
+    assert res["sources"]["imageGCLowThresholdPercent"] == path("/etc/kubernetes/kubelet-config.yaml")
+    assert ("warning", "flag_overrides_file") in codes(res) and ("warning", "partial_eviction_hard") in codes(res)
+
+
+def test_eks_al2023_drop_in_of_nodeadm(node):
+    install, run, path, _read = node
+    install("eks-al2023")
+    res = run()
+    assert res["path"] == path("/etc/kubernetes/kubelet/config.json")
+    assert res["config_dir"] == path("/etc/kubernetes/kubelet/config.json.d")
+    assert res["dropins"] == [path("/etc/kubernetes/kubelet/config.json.d/00-nodeadm.conf")]
+    eff = res["effective"]
+    assert (eff["imageGCHighThresholdPercent"], eff["imageGCLowThresholdPercent"]) == (75, 60)
+    # the drop-in's map entry is added to the file's map (whose evictionHard replaced the defaults)
+    assert eff["evictionHard"] == {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "20%"}
+    assert res["sources"]["imageGCHighThresholdPercent"] == path("/etc/kubernetes/kubelet/config.json.d/00-nodeadm.conf")
+    assert codes(res) == [("warning", "dropin_overrides_file"), ("warning", "partial_eviction_hard")]
+    assert res["findings"][0]["message"] == (
+        "The drop-in %s sets the evictionHard entry imagefs.available, which the kubelet merges into the map of %s after reading it, so edits "
+        "of this key in %s do not give the value the kubelet uses (%s)" % (
+            path("/etc/kubernetes/kubelet/config.json.d/00-nodeadm.conf"), res["path"], res["path"], '{"memory.available": "100Mi", '
+            '"nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "20%"}'))
+    assert "imagefs.inodesFree<5% is not monitored" in res["findings"][1]["message"]
+
+
+def test_rke2_drop_in_is_merged_onto_the_defaults(node):
+    install, run, path, _read = node
+    install("rke2")
+    res = run()
+    assert res["path"] is None and res["config_dir"] == path("/var/lib/rancher/rke2/agent/etc/kubelet.conf.d")
+    eff = res["effective"]
+    assert eff["evictionHard"] == dict(DEFAULT_HARD, **{"nodefs.available": "5%", "imagefs.available": "5%"})
+    assert eff["evictionMinimumReclaim"] == {"imagefs.available": "10%", "nodefs.available": "10%"}
+    assert (eff["imageGCHighThresholdPercent"], eff["imageGCLowThresholdPercent"]) == (85, 80)
+    assert codes(res) == [("info", "config_dir_of_distribution"), ("info", "no_config_file")]
+
+
+def test_k3s_kubelet_args_and_copied_config(node):
+    install, run, path, _read = node
+    install("k3s")
+    res = run()
+    conf_d = path("/var/lib/rancher/k3s/agent/etc/kubelet.conf.d")
+    assert res["path"] is None and res["dropins"] == [conf_d + "/00-k3s-defaults.conf", conf_d + "/10-cli-config.conf"]
+    eff = res["effective"]
+    # 10-cli-config.conf (k3s's copy of kubelet-arg config=) after k3s's defaults, then the kubelet-arg flags
+    assert (eff["imageGCHighThresholdPercent"], eff["imageGCLowThresholdPercent"], eff["imageMaximumGCAge"]) == (80, 55, "168h0m0s")
+    assert eff["evictionHard"] == dict(DEFAULT_HARD, **{"nodefs.available": "5%", "imagefs.available": "15%"})
+    assert eff["containerLogMaxFiles"] == 4
+    assert [(f["flag"], f["value"]) for f in res["flag_overrides"]] == [("--container-log-max-files", "4"), ("--image-gc-high-threshold", "80")]
+    assert res["sources"]["imageGCHighThresholdPercent"] == path("/etc/rancher/k3s/config.yaml.d/50-gc.yaml")
+
+
+def test_aks_flags_only(node):
+    install, run, _path, _read = node
+    install("aks")
+    res = run()
+    assert res["path"] is None and res["config_dir"] is None and res["config"] == {}
+    eff = res["effective"]
+    assert eff["evictionHard"] == {"memory.available": "750Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%"}
+    assert (eff["imageGCHighThresholdPercent"], eff["imageGCLowThresholdPercent"]) == (85, 80)
+    assert ("info", "no_config_file") in codes(res) and ("warning", "partial_eviction_hard") in codes(res)
+
+
+# ---------------------------------------------------------------------------------------------- edits
+
+
+GC = {"imageGCHighThresholdPercent": 80, "imageGCLowThresholdPercent": 70}
+
+
+def test_kubeadm_edit_changes_only_the_requested_keys(node):
+    install, run, path, read = node
+    install("kubeadm")
+    before = read("/var/lib/kubelet/config.yaml")
+    res = run(settings=GC)
+    assert res["changed"] is True
+    after = read("/var/lib/kubelet/config.yaml")
+    assert changed_lines(before, after) == ([], ["+ imageGCHighThresholdPercent: 80", "+ imageGCLowThresholdPercent: 70"])
+    assert run(settings=GC)["changed"] is False and read("/var/lib/kubelet/config.yaml") == after
+
+
+def test_eks_al2023_edit_of_the_main_file_overridden_by_the_drop_in_fails(node):
+    install, run, path, read = node
+    install("eks-al2023")
+    before = read("/etc/kubernetes/kubelet/config.json")
+    with pytest.raises(ConfigError) as err:
+        run(settings=GC)
+    assert str(err.value) == (
+        "settings.imageGCHighThresholdPercent cannot take effect: the drop-in %s sets imageGCHighThresholdPercent and the kubelet applies it "
+        "after %s; edit or remove it there (or give that drop-in as path), nothing was written."
+        % (path("/etc/kubernetes/kubelet/config.json.d/00-nodeadm.conf"), path("/etc/kubernetes/kubelet/config.json")))
+    assert read("/etc/kubernetes/kubelet/config.json") == before
+    # a key no drop-in sets is edited in the main file
+    res = run(settings={"imageMaximumGCAge": "168h"})
+    assert res["changed"] is True and res["effective"]["imageMaximumGCAge"] == "168h0m0s"
+    assert changed_lines(before, read("/etc/kubernetes/kubelet/config.json"))[0] == ['-     "apiVersion": "kubelet.config.k8s.io/v1beta1"']
+
+
+def test_eks_al2023_edit_of_the_drop_in(node):
+    install, run, path, read = node
+    install("eks-al2023")
+    dropin = path("/etc/kubernetes/kubelet/config.json.d/00-nodeadm.conf")
+    before = read("/etc/kubernetes/kubelet/config.json.d/00-nodeadm.conf")
+    res = run(path=dropin, settings=GC)
+    assert res["changed"] is True and res["effective"]["imageGCHighThresholdPercent"] == 80
+    assert changed_lines(before, read("/etc/kubernetes/kubelet/config.json.d/00-nodeadm.conf")) == (
+        ['-     "imageGCHighThresholdPercent": 75,', '-     "imageGCLowThresholdPercent": 60,'],
+        ['+     "imageGCHighThresholdPercent": 80,', '+     "imageGCLowThresholdPercent": 70,'])
+    assert run(path=dropin, settings=GC)["changed"] is False
+
+
+def test_rke2_needs_a_drop_in_of_its_own(node):
+    install, run, path, read = node
+    install("rke2")
+    with pytest.raises(ConfigError, match="^The kubelet runs without a configuration file, so there is nothing to edit; give path.$"):
+        run(settings=GC)
+    generated = path("/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/00-rke2-defaults.conf")
+    with pytest.raises(ConfigError, match="written by k3s/RKE2 at every start from RKE2's defaults"):
+        run(path=generated, settings=GC)
+    own = path("/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/50-kubenode-gc.conf")
+    content = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+    res = run(path=own, content=content, settings=GC)
+    assert res["changed"] is True and res["created"] is True
+    assert (res["effective"]["imageGCHighThresholdPercent"], res["effective"]["imageGCLowThresholdPercent"]) == (80, 70)
+    assert res["effective"]["evictionHard"]["imagefs.available"] == "5%"
+    assert read("/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/50-kubenode-gc.conf") == (
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nimageGCHighThresholdPercent: 80\nimageGCLowThresholdPercent: 70\nkind: KubeletConfiguration\n")
+    assert run(path=own, settings=GC)["changed"] is False
+
+
+def test_a_later_drop_in_blocks_an_edit_of_an_earlier_one(node):
+    install, run, path, read = node
+    install("k3s")
+    first = path("/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/05-site.conf")
+    with open(first, "w") as f:
+        f.write("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
+    with pytest.raises(ConfigError, match="the drop-in .*/10-cli-config.conf sets imageGCLowThresholdPercent"):
+        run(path=first, settings={"imageGCLowThresholdPercent": 50})
+    assert read("/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/05-site.conf").endswith("KubeletConfiguration\n")
+    res = run(path=first)
+    assert res["changed"] is False
+
+
+def test_read_only_finding_for_a_key_a_drop_in_overrides(node):
+    install, run, path, read = node
+    install("eks-al2023")
+    config = path("/etc/kubernetes/kubelet/config.json")
+    text = read("/etc/kubernetes/kubelet/config.json").replace('"maxPods": 58,', '"maxPods": 58,\n    "imageGCLowThresholdPercent": 50,')
+    with open(config, "w") as f:
+        f.write(text)
+    res = run()
+    assert ("warning", "dropin_overrides_file") in codes(res)
+    message = [f["message"] for f in res["findings"] if f["code"] == "dropin_overrides_file"][0]
+    assert message == ("The drop-in %s sets imageGCLowThresholdPercent and the kubelet applies it after %s, so edits of this key in %s do not "
+                       "give the value the kubelet uses (60)" % (path("/etc/kubernetes/kubelet/config.json.d/00-nodeadm.conf"), config, config))
+
+
+def test_kubespray_edit_keeps_every_other_value(node):
+    """The values outside the requested keys stay; byte for byte preservation of kubespray's ``True`` spelling is the
+    byte guard's (_yaml_edit), not tested here."""
+    install, run, path, read = node
+    install("kubespray")
+    before = read("/etc/kubernetes/kubelet-config.yaml")
+    settings = {"imageMaximumGCAge": "168h", "imageGCLowThresholdPercent": 70}
+    res = run(settings=settings)
+    assert res["changed"] is True and res["effective"]["imageGCLowThresholdPercent"] == 70
+    old, new = (yaml.safe_load(t) for t in (before, read("/etc/kubernetes/kubelet-config.yaml")))
+    assert new == dict(old, **settings)
+    assert run(settings=settings)["changed"] is False
+
+
+# ---------------------------------------------------------------------------------------------- the kubelet's rules, piece by piece
+
+
+def test_dropins_are_read_as_filepath_walkdir_gives_them(tmp_path):
+    """Every file whose extension is .conf, subdirectories included, in lexical order of the path's components."""
+    for rel in ("20-b.conf", "10-a.conf", "10-a.conf.bak", "README", "15-dir/01-x.conf", "15-dir/notes.txt", ".conf", "a.CONF", "99.conf.d/z.conf"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    names = [os.path.relpath(p, str(tmp_path)) for p in kcfg.dropin_paths(str(tmp_path))]
+    assert names == [".conf", "10-a.conf", "15-dir/01-x.conf", "20-b.conf", "99.conf.d/z.conf"]
+    assert kcfg.dropin_paths(str(tmp_path), str(tmp_path / "12-new.conf"))[2] == str(tmp_path / "12-new.conf")
+
+
+def test_dropin_merge_is_a_merge_patch_laid_over_the_file():
+    from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config_policy as kc
+    file_cfg = {"evictionHard": {"memory.available": "1Gi"}, "imageGCHighThresholdPercent": 90, "imageGCLowThresholdPercent": 50}
+    dropins = [("/d/10.conf", {"kind": "KubeletConfiguration", "evictionHard": {"nodefs.available": "7%"}, "imageGCLowThresholdPercent": 60,
+                               "imageMinimumGCAge": "0s"}),
+               ("/d/20.conf", {"kind": "KubeletConfiguration", "imageGCLowThresholdPercent": None, "evictionHard": {"imagefs.available": None}})]
+    values, sources, errors, _flag_errors = kc.effective(file_cfg, (), dropins)
+    assert errors == []
+    # maps: entries added to the file's map; null only removes what an earlier drop-in set, never the file's value
+    assert values["evictionHard"] == {"memory.available": "1Gi", "nodefs.available": "7%"}
+    assert (values["imageGCHighThresholdPercent"], values["imageGCLowThresholdPercent"]) == (90, 50)
+    assert values["imageMinimumGCAge"] == 0  # no defaulting after the merge
+    assert (sources["evictionHard"], sources["imageGCLowThresholdPercent"], sources["imageGCHighThresholdPercent"]) == ("dropin", "file", "file")
+
+
+def test_a_dropin_without_kind_stops_the_kubelet():
+    from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config_policy as kc
+    with pytest.raises(ConfigError, match="^The kubelet drop-in /d/10.conf has no kind and apiVersion, so the kubelet would not start"):
+        kc.plan(None, None, dropins=[("/d/10.conf", "imageGCHighThresholdPercent: 70\n")])
+
+
+def test_k3s_kubelet_arg_lists():
+    from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_flags as kf
+    configs = [("/c.yaml", {"kubelet-arg": ["image-gc-high-threshold=90", "config=/x", "--eviction-hard=memory.available<1Gi"]}),
+               ("/d/10.yaml", {"kubelet-arg+": ["image-gc-low-threshold=70"]}),
+               ("/d/20.yaml", {"kubelet-arg": "container-log-max-files=3"})]
+    assert [(f["flag"], f["value"], f["file"]) for f in kf.distro_kubelet_args(configs[:2])] == [
+        ("--image-gc-high-threshold", "90", "/c.yaml"), ("--eviction-hard", "memory.available<1Gi", "/c.yaml"),
+        ("--image-gc-low-threshold", "70", "/d/10.yaml")]
+    assert [f["flag"] for f in kf.distro_kubelet_args(configs)] == ["--container-log-max-files"]  # a later list replaces
+    unit = ("[Service]\nExecStart=/usr/local/bin/k3s \\\n    server \\\n\t'--kubelet-arg=image-gc-high-threshold=70' \\\n"
+            "\t'--kubelet-arg' 'config-dir=/x' \\\n\n")
+    assert [(f["flag"], f["value"]) for f in kf.parse_flag_files([("/k3s.service", unit)])] == [("--image-gc-high-threshold", "70")]
+
+
+def test_config_dir_discovery(monkeypatch):
+    assert kcfg.find_config_dir([{"flag": "--config-dir", "value": "/etc/kubelet.conf.d", "file": "/f"}]) == ("/etc/kubelet.conf.d", "flag")
+    assert kcfg.find_config_dir([], isdir=lambda p: "rke2" in p) == ("/var/lib/rancher/rke2/agent/etc/kubelet.conf.d", "distribution")
+    assert kcfg.find_config_dir([], isdir=lambda p: False) == (None, None)
