@@ -67,6 +67,8 @@ def cleanup_record(image_gc, container_gc=None, **fields):
         value = results[module].get(result_key)
         record[key] = (value or []) if key in LIST_KEYS else value
     record["errors"] = list(results["container_gc"].get("errors") or []) + list(results["image_gc"].get("errors") or [])
+    # removals whose answer a runtime outage lost, not yet seen gone (issue 21, item 5): never dropped from the record
+    record["unconfirmed"] = list(results["container_gc"].get("unconfirmed") or []) + list(results["image_gc"].get("unconfirmed") or [])
     return record
 
 

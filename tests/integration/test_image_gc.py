@@ -662,7 +662,8 @@ def test_runtime_killed_mid_prune_fails_changed_with_exactly_what_is_gone(ansibl
     # "exception": the traceback ansible-core adds to any fail_json
     assert set(res) == {"failed", "changed", "msg", "exception", "removed", "kept", "usage_before", "usage_after", "bytes_to_free", "bytes_freed_estimated",
                         "bytes_freed_measured", "target_reached", "insufficient", "errors", "ledger", "rpc_calls",
-                        "inodes_usage_before", "inodes_usage_after", "inodes_to_free", "inodes_freed_measured", "unconfirmed", "warnings"}
+                        "inodes_usage_before", "inodes_usage_after", "inodes_to_free", "inodes_freed_measured", "unconfirmed", "warnings",
+                        "triggered_by", "target", "available_before", "available_after"}
     assert res["msg"].startswith("The run stopped after 2 image(s) were removed (3 more unconfirmed): CRI endpoint %s is unavailable for RemoveImage: "
                                  % proxy.endpoint)
     assert len(gone) == 2 and {r["id"] for r in res["removed"]} == gone

@@ -85,7 +85,7 @@ def test_cleanup_record_maps_the_module_results_and_cleanup_summary_reads_them_b
     record = cleanup_record(images, containers, host="n1", status="cleaned", check_mode=False, usage_before=90)
     assert record == {"host": "n1", "status": "cleaned", "check_mode": False, "usage_before": 90, "containers": [{}, {}], "sandboxes": [{}],
                       "log_paths": ["/l"], "images": [{"id": "a", "size": 3}], "usage_after": 70, "bytes_to_free": 5, "bytes_freed_estimated": 3,
-                      "bytes_freed_measured": 4, "target_reached": True, "errors": [{"id": "b", "msg": "x"}]}
+                      "bytes_freed_measured": 4, "target_reached": True, "errors": [{"id": "b", "msg": "x"}], "unconfirmed": []}
     (row,) = [line for line in cleanup_summary([[record, "n1"]]) if line.startswith("n1")]
     assert row.split()[1:5] == ["2", "1", "1", "1"] and "90% → 70%" in row
 
@@ -93,6 +93,9 @@ def test_cleanup_record_maps_the_module_results_and_cleanup_summary_reads_them_b
 def test_cleanup_record_without_container_gc():
     record = cleanup_record({"removed": [], "errors": []}, {"skipped": True, "changed": False})
     assert record["containers"] == record["sandboxes"] == record["log_paths"] == [] and record["errors"] == []
+    # removals a runtime outage left unconfirmed are kept in the record (issue 21, item 5)
+    record = cleanup_record({"removed": [], "errors": [{"id": "", "msg": "down"}], "unconfirmed": ["sha256:c"]}, {"unconfirmed": ["ctr-1"]})
+    assert record["unconfirmed"] == ["ctr-1", "sha256:c"]
 
 
 def test_cleanup_summary_shows_a_failed_nodes_partial_work_and_its_error():
