@@ -20,12 +20,15 @@ are removed): ``audit``, ``cleanup
 harness reads it over CRI, locally) and the same in both modes: the report's node figures, what
 check mode changed (nothing) and planned (what the audit counted), what cleanup removed and what
 is left.
+
+The execution environment test (test_execution_environment_audit) reuses these nodes.
 """
 
 import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -36,6 +39,7 @@ from devtools.images import ImageSpec
 from devtools.nodes import make_node, node_images, remove_leftover_nodes
 from tests.fleet.test_fleet import HIGH, LOW, MIB, Fleet, fill, image_ids, usage
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 USER = "kgc"
 PERCENT = 86
 RUNTIMES = {"ssh-a": "crio" if crio_dir() else "containerd-1.7", "ssh-b": "containerd-1.6"}
@@ -258,3 +262,67 @@ def test_ssh_no_planted_secret_comes_out(modes, ssh_fleet):
     for secret in SECRETS:
         assert not [t for t in texts if secret in t]
 
+
+def ee_image():
+    """The execution environment image: $KUBENODE_GC_EE_IMAGE, else built now by tests/ee/build.sh (ansible-builder build)."""
+    if os.environ.get("KUBENODE_GC_EE_IMAGE"):
+        return os.environ["KUBENODE_GC_EE_IMAGE"]
+    proc = subprocess.run(["bash", os.path.join(REPO, "tests", "ee", "build.sh")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout.split()[-1]
+
+
+def test_execution_environment_audit(modes, ssh_fleet):
+    """The audit inside the execution environment, run by ansible-runner as AWX runs a job template.
+
+    A private data directory as AWX writes one (inventory, the machine credential's key in env/ssh_key,
+    a project playbook), mounted at /runner in a container of the EE image on the nodes' Docker network;
+    the runner's artifacts must hold the report and no planted secret."""
+    image = ee_image()
+    private = os.path.join(ssh_fleet.workdir, "runner")
+    for sub in ("inventory", "env", "project"):
+        os.makedirs(os.path.join(private, sub), exist_ok=True)
+    group_vars = ssh_fleet.group_vars(True, report_dir="/runner/artifacts/kubenode-gc-report")
+    del group_vars["ansible_ssh_private_key_file"]  # the runner adds env/ssh_key to its ssh-agent
+    with open(os.path.join(private, "inventory", "hosts.yml"), "w", encoding="utf-8") as f:
+        yaml.safe_dump({"all": {"children": {"nodes": {"hosts": ssh_fleet.host_vars(), "vars": group_vars}}}}, f)
+    shutil.copyfile(ssh_fleet.key, os.path.join(private, "env", "ssh_key"))
+    with open(os.path.join(private, "env", "envvars"), "w", encoding="utf-8") as f:
+        yaml.safe_dump({"ANSIBLE_HOST_KEY_CHECKING": "False", "ANSIBLE_NOCOLOR": "1"}, f)
+    with open(os.path.join(private, "project", "audit.yml"), "w", encoding="utf-8") as f:
+        f.write("---\n- name: Audit the fleet\n  ansible.builtin.import_playbook: kubenode.gc.audit\n")
+    subprocess.run(["chmod", "-R", "a+rwX", private], check=True)  # the EE runs as uid 1000
+    name = "kgc-ee-runner"
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    proc = subprocess.run(["docker", "run", "--rm", "--name", name, "-v", "%s:/runner" % private, image,
+                           "ansible-runner", "run", "/runner", "-p", "audit.yml", "--ident", "audit"],
+                          capture_output=True, text=True, check=False)
+    artifacts = os.path.join(private, "artifacts", "audit")
+    with open(os.path.join(ssh_fleet.workdir, "ee-runner.log"), "w", encoding="utf-8") as f:
+        f.write(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    with open(os.path.join(artifacts, "status"), encoding="utf-8") as f:
+        assert f.read().strip() == "successful"
+    with open(os.path.join(artifacts, "rc"), encoding="utf-8") as f:
+        assert f.read().strip() == "0"
+    assert os.listdir(os.path.join(artifacts, "job_events"))
+    with open(os.path.join(private, "artifacts", "kubenode-gc-report", "report.json"), encoding="utf-8") as f:
+        report = json.load(f)
+    nodes = {n["host"]: n for n in report["nodes"]}
+    assert sorted(nodes) == sorted(RUNTIMES)
+    for host, harness in ssh_fleet.nodes.items():
+        assert nodes[host]["status"] == "ok" and nodes[host]["parts_failed"] == {}, nodes[host]
+        assert nodes[host]["images"]["total"] == len(image_ids(harness))
+        assert nodes[host]["imagefs"]["usage_percent"] == usage(harness)
+    assert os.path.exists(os.path.join(private, "artifacts", "kubenode-gc-report", "report.html"))
+    leaks = []
+    for root, _dirs, files in os.walk(private):
+        for file in files:
+            path = os.path.join(root, file)
+            # not the key itself, nor ssh's control sockets (artifacts of the run, not files)
+            if path == os.path.join(private, "env", "ssh_key") or not os.path.isfile(path):
+                continue
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            leaks += [(path, secret) for secret in SECRETS if secret in text]
+    assert not leaks
