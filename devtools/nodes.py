@@ -161,6 +161,29 @@ class _DockerNode:
     def exec(self, *cmd, check=True):
         return docker("exec", self.name, *cmd, check=check)
 
+    def address(self):
+        """The node's IP address on the Docker network (this machine reaches it, and so does any container there)."""
+        return docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", self.name).split()[0]
+
+    def add_ssh_user(self, user, public_key, timeout=30):
+        """Give the node a login ``user`` (not root) with ``public_key`` and passwordless sudo; wait for its sshd.
+
+        The node image runs sshd (openssh-server is in it); nobody can log in until a key is added here."""
+        script = (
+            'id -u "$1" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$1"; '
+            'install -d -m 0700 -o "$1" -g "$1" "/home/$1/.ssh"; '
+            'printf "%s\\n" "$2" > "/home/$1/.ssh/authorized_keys"; '
+            'chown "$1:$1" "/home/$1/.ssh/authorized_keys"; chmod 0600 "/home/$1/.ssh/authorized_keys"; '
+            'printf "%s ALL=(ALL) NOPASSWD:ALL\\n" "$1" > "/etc/sudoers.d/$1"; chmod 0440 "/etc/sudoers.d/$1"'
+        )
+        self.exec("sh", "-euc", script, "sh", user, public_key.strip())
+        deadline = time.time() + timeout
+        while self.exec("systemctl", "is-active", "ssh", check=False).strip() != "active":
+            if time.time() > deadline:
+                log = self.exec("journalctl", "-u", "ssh", "-n", "20", "--no-pager", check=False)
+                raise RuntimeError("sshd in node %s is not active after %ss:\n%s" % (self.name, timeout, log))
+            time.sleep(0.3)
+
     def systemctl(self, action, unit=None):
         self.exec("systemctl", action, unit or self.service)
         if self._client is not None:

@@ -113,11 +113,15 @@ python -m pytest -p no:cacheprovider -n 2 --dist loadgroup tests/integration
 fi
 
 if want fleet; then
-step "fleet playbooks on real node containers"
+step "fleet playbooks on real node containers (docker connection, and SSH with sudo), the audit in the execution environment"
 # every node image at once (in parallel), for the fleet and Molecule
 python -m devtools.cli node-image containerd-1.6 containerd-1.7 containerd-2 crio
 [ -n "$(python -m devtools.cli crio-dir)" ] \
   || echo "!!!! cri-o was NOT tested in the fleet: no ../shared/runtimes and KUBENODE_GC_CRIO_DIR unset: node-a runs containerd 1.6 !!!!"
+# the execution environment, built with ansible-builder from a debootstrapped Debian base (minutes the
+# first time, then cached by tag); tests/fleet/test_fleet_ssh.py runs the audit in it with ansible-runner
+KUBENODE_GC_EE_IMAGE=$(bash tests/ee/build.sh)
+export KUBENODE_GC_EE_IMAGE
 python -m pytest -p no:cacheprovider tests/fleet
 fi
 

@@ -72,9 +72,10 @@ build_base() {
   trap "rm -rf '$work'" RETURN
   echo "build.sh: debootstrap bookworm into $work (about a minute)" >&2
   # conmon, skopeo (its containers-common needs a container-network-stack: the CNI plugins)
-  # and libsqlite3-0 are for cri-o; the crio image masks containerd instead
+  # and libsqlite3-0 are for cri-o; the crio image masks containerd instead. openssh-server and
+  # sudo: the SSH fleet test logs in as a user with sudo (sshd starts with the node; no user has a key)
   debootstrap --variant=minbase \
-    --include=systemd,systemd-sysv,dbus,containerd,runc,python3,ca-certificates,iproute2,procps,kmod,conmon,skopeo,containernetworking-plugins,libsqlite3-0,libseccomp2 \
+    --include=systemd,systemd-sysv,dbus,containerd,runc,python3,ca-certificates,iproute2,procps,kmod,conmon,skopeo,containernetworking-plugins,libsqlite3-0,libseccomp2,openssh-server,sudo \
     bookworm "$work/rootfs" "$MIRROR" >"$work/debootstrap.log" 2>&1 || {
     tail -20 "$work/debootstrap.log" >&2
     return 1

@@ -1,0 +1,175 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Benchmark (not a test): what one more node costs the kubenode.gc.audit playbook, in CPU seconds and executions.
+
+    python -m benchmarks.fleet_audit [--hosts 16] [--images 2000] [--forks 8] [--runtime containerd-1.6]
+
+One real runtime started here (containerd 1.6 by default) stands for every node: the inventory has
+N hosts with the ``local`` connection, all pointing at its CRI socket, a kubelet configuration and
+a runtime configuration of their own (as the issue's measurement did). The audit runs for N=1 and
+for N=--hosts, first on a small node (the sandbox image and a pod with a running and an exited
+container), then with --images more unused images in the runtime, ``-f --forks`` each time.
+
+For each run it measures:
+* CPU seconds (user + system) of ``ansible-playbook`` and everything it waited for: the controller,
+  its forks and every module process (``resource.getrusage(RUSAGE_CHILDREN)`` around the
+  subprocess). The runtime's own CPU is not in it (not a child).
+* executions on each node: each host's ``ansible_python_interpreter`` is a small wrapper that
+  counts its starts, then execs Python; a module execution on a node is one interpreter start
+  (tasks delegated to the controller use the controller's interpreter and are not counted).
+It prints the marginal CPU seconds per node, (cpu(N) - cpu(1)) / (N - 1), and the executions
+per node, against the targets of issue 25: <= 1.0 CPU-s per node on a small node, <= 1.5 with
+2,000 images. Run as root (the runtime). The machine should be otherwise idle; it says when not.
+"""
+
+import argparse
+import glob
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from devtools.collection import collections_path, make_importable  # noqa: E402  pylint: disable=wrong-import-position
+
+make_importable()
+
+from devtools import runtimes  # noqa: E402  pylint: disable=wrong-import-position
+from devtools.images import ImageSpec  # noqa: E402  pylint: disable=wrong-import-position
+
+TARGETS = {"small": 1.0, "large": 1.5}
+KUBELET = """apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+imageGCHighThresholdPercent: 85
+imageGCLowThresholdPercent: 80
+"""
+
+
+def children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def load_average():
+    with open("/proc/loadavg", encoding="utf-8") as f:
+        return float(f.read().split()[0])
+
+
+class Bench:
+    def __init__(self, rt, workdir, forks):
+        self.rt = rt
+        self.workdir = workdir
+        self.forks = forks
+        self.runs = 0
+
+    def inventory(self, n):
+        """N hosts, each with its own counting interpreter, kubelet configuration and runtime configuration."""
+        hosts = {}
+        for i in range(n):
+            name = "node-%03d" % i
+            hostdir = os.path.join(self.workdir, "hosts", name)
+            os.makedirs(os.path.join(hostdir, "kubelet"), exist_ok=True)
+            with open(os.path.join(hostdir, "config.yaml"), "w", encoding="utf-8") as f:
+                f.write(KUBELET)
+            shutil.copyfile(self.rt.config_path, os.path.join(hostdir, "containerd.toml"))
+            wrapper = os.path.join(hostdir, "python")
+            with open(wrapper, "w", encoding="utf-8") as f:
+                f.write("#!/bin/sh\necho >> %s\nexec %s \"$@\"\n" % (os.path.join(hostdir, "executions"), sys.executable))
+            os.chmod(wrapper, 0o755)
+            hosts[name] = {
+                "ansible_python_interpreter": wrapper,
+                "kubelet_gc_config_path": os.path.join(hostdir, "config.yaml"),
+                "kubenode_gc_kubelet_root_dir": os.path.join(hostdir, "kubelet"),
+                "containerd_storage_config_path": os.path.join(hostdir, "containerd.toml"),
+                "kubenode_gc_ledger_path": os.path.join(hostdir, "image-ledger.json"),
+            }
+        group_vars = {
+            "ansible_connection": "local",
+            "kubenode_gc_cri_endpoint": self.rt.endpoint,
+            "kubenode_gc_report_history_dir": "",
+        }
+        path = os.path.join(self.workdir, "inventory-%d.yml" % n)
+        with open(path, "w", encoding="utf-8") as f:
+            yaml.safe_dump({"all": {"children": {"nodes": {"hosts": hosts, "vars": group_vars}}}}, f)
+        return path
+
+    def audit(self, n):
+        """(CPU seconds of the whole run, wall seconds, executions on each node as a sorted list)."""
+        self.runs += 1
+        for counter in glob.glob(os.path.join(self.workdir, "hosts", "*", "executions")):
+            os.unlink(counter)
+        inventory = self.inventory(n)
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path(), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+                   PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+        cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "kubenode.gc.audit", "-i", inventory, "-f", str(self.forks),
+               "-e", "kubenode_gc_report_dir=" + os.path.join(self.workdir, "report-%d" % self.runs)]
+        cpu, wall = children_cpu(), time.perf_counter()
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        cpu, wall = children_cpu() - cpu, time.perf_counter() - wall
+        if proc.returncode != 0 or "failed=0" not in proc.stdout:
+            raise RuntimeError("the audit failed (%d):\n%s\n%s" % (proc.returncode, proc.stdout[-4000:], proc.stderr[-2000:]))
+        executions = []
+        for i in range(n):
+            try:
+                with open(os.path.join(self.workdir, "hosts", "node-%03d" % i, "executions"), encoding="utf-8") as f:
+                    executions.append(len(f.read().splitlines()))
+            except FileNotFoundError:
+                executions.append(0)
+        return cpu, wall, sorted(executions)
+
+
+def fill(rt, count):
+    """``count`` small unused images (a shared base layer and a small layer of their own), in batches."""
+    for start in range(0, count, 250):
+        rt.import_images([ImageSpec("bench/audit-%04d:1" % i, size=4 << 10, share_base=True) for i in range(start, min(count, start + 250))])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=16, help="hosts of the large run (at least 2; default 16)")
+    parser.add_argument("--images", type=int, default=2000, help="unused images of the large node (default 2000)")
+    parser.add_argument("--forks", type=int, default=8)
+    parser.add_argument("--runtime", default="containerd-1.6", choices=[r for r in runtimes.NAMES if r.startswith("containerd")])
+    args = parser.parse_args()
+    if args.hosts < 2:
+        parser.error("--hosts must be at least 2")
+    load = load_average()
+    results = {}
+    with runtimes.make(args.runtime, imagefs_size="2G") as rt, tempfile.TemporaryDirectory(prefix="kgc-bench-audit-") as tmp:
+        rt.import_images([ImageSpec("registry.example/app:1", size=64 << 10), ImageSpec("registry.example/job:1", size=64 << 10)])
+        pod = rt.run_pod("web", namespace="prod", uid="uid-bench")
+        rt.add_container(pod, "app", "registry.example/app:1", "running")
+        rt.add_container(pod, "job", "registry.example/job:1", "exited")
+        bench = Bench(rt, tmp, args.forks)
+        for kind in ("small", "large"):
+            if kind == "large":
+                fill(rt, args.images)
+            images = len(rt.client.list_images())
+            one = bench.audit(1)
+            many = bench.audit(args.hosts)
+            results[kind] = (images, one, many)
+
+    print("kubenode.gc.audit, %s, local connection, -f %d, N=1 and N=%d (load average %.1f at start, %.1f at end)"
+          % (args.runtime, args.forks, args.hosts, load, load_average()))
+    ok = True
+    for kind, (images, one, many) in results.items():
+        marginal = (many[0] - one[0]) / (args.hosts - 1)
+        ok = ok and marginal <= TARGETS[kind]
+        print("%-5s node, %5d images: N=1 %6.2f CPU-s (%5.1f s wall), N=%d %6.2f CPU-s (%5.1f s wall)"
+              % (kind, images, one[0], one[1], args.hosts, many[0], many[1]))
+        print("      marginal %.2f CPU-s per node (target <= %.1f: %s); executions per node %s"
+              % (marginal, TARGETS[kind], "met" if marginal <= TARGETS[kind] else "NOT met",
+                 many[2][0] if many[2][0] == many[2][-1] else "%d-%d" % (many[2][0], many[2][-1])))
+    print("targets: %s" % ("both met" if ok else "NOT met"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
