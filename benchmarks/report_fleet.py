@@ -132,11 +132,46 @@ def synthetic_node(rng, host, pool, usage_shift=0):
         image_gc_prune=gc_result(unused),
         container_gc={"changed": False, "removed_containers": [{"id": "x"}] * rng.randint(0, 12), "removed_sandboxes": [], "errors": []},
     )
+    node["disk_usage"] = synthetic_disk_usage(host, name, capacity - available, images)
     if rng.random() < 0.01:
         node["image_gc_prune"] = {"failed": True, "msg": "CRI ImageService.ListImages: deadline exceeded after 30s."}
     if rng.random() < 0.01:
         node["runtime_config"] = {"skipped": True, "skip_reason": "Conditional result was False"}
     return node
+
+
+def synthetic_disk_usage(host, runtime, used, images):
+    """A kubenode.gc.disk_usage result for one node (its own random stream: the rest of the fleet stays as it was)."""
+    rng = random.Random(zlib.crc32(host.encode()))
+    k8s = sum(i["size"] for i in images)
+    sizes = {"k8s_images": min(k8s, used // 2), "writable_layers": rng.randint(0, 2 * GiB), "container_logs": rng.randint(0, 512 * MiB)}
+    if runtime == "containerd":
+        sizes.update(other_namespace_images=rng.choice([0, 0, 0, rng.randint(100 * MiB, 8 * GiB)]),
+                     stale_ingests=rng.choice([0] * 9 + [rng.randint(MiB, GiB)]), leased=rng.choice([0] * 4 + [rng.randint(MiB, 2 * GiB)]),
+                     unreferenced_snapshots=rng.choice([0] * 6 + [rng.randint(10 * MiB, 20 * GiB)]))
+    total = sum(sizes.values())
+    if total > used:  # the synthetic sizes never add up to more than the used bytes
+        sizes = {k: v * used // total for k, v in sizes.items()}
+    sizes["unaccounted"] = used - sum(sizes.values())
+    objects = {
+        "k8s_images": [{"namespace": "k8s.io", "name": i["repo_tags"][0] if i["repo_tags"] else None, "id": i["id"], "bytes": i["size"]}
+                       for i in sorted(images, key=lambda i: -i["size"])[:10]],
+        "other_namespace_images": [{"namespace": "moby", "name": "docker.io/library/golang:1.23", "id": "sha256:%08x" % rng.getrandbits(32),
+                                    "bytes": sizes.get("other_namespace_images", 0)}],
+        "writable_layers": [{"namespace": "default", "id": "c-%s-%d" % (host, n), "bytes": sizes["writable_layers"] // 3} for n in range(3)],
+        "container_logs": [{"namespace": "default", "name": "default_web-%d" % n, "bytes": sizes["container_logs"] // 2} for n in range(2)],
+        "stale_ingests": [{"namespace": "k8s.io", "id": "ingest-%s" % host, "bytes": sizes.get("stale_ingests", 0), "age_seconds": 90000}],
+        "leased": [{"namespace": "k8s.io", "id": "lease-%s" % host, "bytes": sizes.get("leased", 0), "expired": rng.random() < 0.5}],
+        "unreferenced_snapshots": [{"namespace": "k8s.io", "id": "snap-%s" % host, "bytes": sizes.get("unreferenced_snapshots", 0)}],
+    }
+    categories = {}
+    for name in ("k8s_images", "other_namespace_images", "writable_layers", "container_logs", "stale_ingests", "leased", "unreferenced_snapshots",
+                 "unaccounted"):
+        if name not in sizes:  # cri-o: not visible
+            categories[name] = None
+            continue
+        categories[name] = {"bytes": sizes[name], "objects": objects.get(name, []) if sizes[name] else []}
+    return {"changed": False, "used_bytes": used, "categories": categories, "nodefs": None}
 
 
 def synthetic_nodes(n=1000, seed=16, usage_shift=0):

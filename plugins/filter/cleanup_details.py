@@ -43,6 +43,21 @@ def _sources(policy):
     return "; ".join("%s from %s" % (", ".join(items), where) for where, items in groups.items())
 
 
+def _storage_lines(record, host):
+    """What storage_gc removed (or would remove), the largest objects by bytes, each as kind namespace/id."""
+    storage = record.get("storage")
+    if not isinstance(storage, Mapping) or storage.get("supported") is False:
+        return []
+    check = bool(record.get("check_mode"))
+    items = [i for i in storage.get("plan" if check else "removed") or [] if isinstance(i, Mapping)]
+    if not items:
+        return ["%s: storage_gc %s nothing." % (host, "would remove" if check else "removed")]
+    largest = sorted(items, key=lambda i: (-int(i.get("bytes") or 0), str(i.get("id"))))[:LARGEST]
+    names = ", ".join("%s %s/%s (%s)" % (i.get("kind"), i.get("namespace"), i.get("id"), human_bytes(int(i.get("bytes") or 0))) for i in largest)
+    more = " and %d more" % (len(items) - len(largest)) if len(items) > len(largest) else ""
+    return ["%s: storage_gc %s %d object(s), the largest: %s%s." % (host, "would remove" if check else "removed", len(items), names, more)]
+
+
 def node_lines(record, host):
     """The detail lines of one node's cleanup record (None: the node stopped before it had one)."""
     if not isinstance(record, Mapping):
@@ -62,6 +77,7 @@ def node_lines(record, host):
             lines.append("%s: %s %d image(s), the largest: %s%s." % (host, verb, len(images), names, more))
         else:
             lines.append("%s: %s no image." % (host, verb))
+    lines.extend(_storage_lines(record, host))
     if record.get("history_file") and not record.get("check_mode"):
         lines.append("%s: history record: %s" % (host, record["history_file"]))
     return lines

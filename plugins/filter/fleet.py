@@ -10,7 +10,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int, check_record, drift_from_results, prometheus_label
-from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import apply_result, new_row, render_table
+from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import apply_result, human_bytes, new_row, render_table
 
 
 def _pairs(value, name, keep=False):
@@ -55,9 +55,23 @@ CLEANUP_RECORD_KEYS = (
 LIST_KEYS = ("containers", "sandboxes", "log_paths", "images")
 
 
-def cleanup_record(image_gc, container_gc=None, **fields):
-    """A node's cleanup history record: ``fields`` plus what the image_gc and container_gc results say (errors of both)."""
-    results = {"image_gc": image_gc, "container_gc": container_gc}
+STORAGE_KEYS = ("supported", "plan", "removed", "already_gone", "freed_bytes")
+
+
+def _storage(result):
+    """What storage_gc did, as the record keeps it (``storage``): None when it did not run."""
+    if not result or result.get("skipped"):
+        return None
+    out = {key: result.get(key) for key in STORAGE_KEYS}
+    for key in ("plan", "removed", "already_gone"):
+        out[key] = [dict(item) for item in out[key] or [] if isinstance(item, dict)]
+    out["freed_bytes"] = as_int(out["freed_bytes"])
+    return out
+
+
+def cleanup_record(image_gc, container_gc=None, storage_gc=None, **fields):
+    """A node's cleanup history record: ``fields`` plus what the image_gc, container_gc and storage_gc results say (errors of all)."""
+    results = {"image_gc": image_gc, "container_gc": container_gc, "storage_gc": storage_gc}
     for name, result in results.items():
         if result is not None and not isinstance(result, dict):
             raise AnsibleFilterError("cleanup_record expects the registered %s result as a dict, got %s." % (name, type(result).__name__))
@@ -69,6 +83,8 @@ def cleanup_record(image_gc, container_gc=None, **fields):
     record["errors"] = list(results["container_gc"].get("errors") or []) + list(results["image_gc"].get("errors") or [])
     # removals whose answer a runtime outage lost, not yet seen gone (issue 21, item 5): never dropped from the record
     record["unconfirmed"] = list(results["container_gc"].get("unconfirmed") or []) + list(results["image_gc"].get("unconfirmed") or [])
+    # kubenode_gc_cleanup_storage: the objects storage_gc planned and removed, and the bytes it freed (null: it did not run)
+    record["storage"] = _storage(results["storage_gc"])
     return record
 
 
@@ -103,13 +119,42 @@ def _row(record, host):
     return row
 
 
+def _kinds(items):
+    counts = {}
+    for item in items:
+        counts[item.get("kind")] = counts.get(item.get("kind"), 0) + 1
+    return ", ".join("%d %s%s" % (n, kind, "" if n == 1 else "s") for kind, n in sorted(counts.items(), key=lambda kv: str(kv[0])))
+
+
+def storage_line(record, host):
+    """The summary line of what storage_gc did on one node (None when it did not run)."""
+    storage = record.get("storage") if isinstance(record, dict) else None
+    if not isinstance(storage, dict):
+        return None
+    if storage.get("supported") is False:
+        return "%s: storage_gc: not supported on this runtime, nothing changed." % host
+    if record.get("check_mode"):
+        plan = storage.get("plan") or []
+        return "%s: storage_gc would remove %d object(s)%s." % (host, len(plan), " (%s)" % _kinds(plan) if plan else "")
+    removed = storage.get("removed") or []
+    gone = storage.get("already_gone") or []
+    return "%s: storage_gc removed %d object(s)%s, freed %s%s." % (
+        host, len(removed), " (%s)" % _kinds(removed) if removed else "", human_bytes(as_int(storage.get("freed_bytes")) or 0),
+        "; %d already gone" % len(gone) if gone else "")
+
+
 def cleanup_summary(value):
-    """[cleanup record or None, host] pairs -> the summary table as a list of lines."""
-    rows = [_row(record, host) for record, host in _pairs(value, "cleanup_summary")]
+    """[cleanup record or None, host] pairs -> the summary table as a list of lines, then what storage_gc did per node."""
+    pairs = _pairs(value, "cleanup_summary")
+    rows = [_row(record, host) for record, host in pairs]
     for row in rows:
         for key in ("usage_before", "usage_after"):
             row[key] = as_int(row.get(key))
-    return render_table(rows, title="kubenode.gc cleanup").splitlines()
+    lines = render_table(rows, title="kubenode.gc cleanup").splitlines()
+    storage = [line for line in (storage_line(record, host) for record, host in sorted(pairs, key=lambda p: p[1])) if line]
+    if storage:
+        lines += ["Containerd storage the CRI cannot see (kubenode.gc.storage_gc; not in the table's freed bytes):"] + storage
+    return lines
 
 
 class FilterModule:

@@ -73,7 +73,7 @@ def _used(path):
 
 def run(client, opts, check_mode=False):
     version = client.version()
-    result = {"changed": False, "supported": True, "plan": [], "freed_bytes": 0, "warnings": []}
+    result = {"changed": False, "supported": True, "plan": [], "removed": [], "freed_bytes": 0, "warnings": []}
     if version.runtime_name != "containerd":
         result["supported"] = False
         result["warnings"].append(CRIO_WARNING % version.runtime_name)
@@ -115,6 +115,7 @@ def _run_locked(client, opts, check_mode, result):
             result["freed_bytes"] = before - _used(imagefs["mountpoint"])
             raise KubenodeGcError("storage_gc stopped at %s %s in namespace %s: %s" % (step["kind"], step["id"], step["namespace"], exc),
                                   result=result) from None
+        result["removed"].append({k: step[k] for k in ("kind", "namespace", "id", "bytes")})
         result["changed"] = True
     _collect(api, steps[0]["namespace"])
     result["freed_bytes"] = before - _used(imagefs["mountpoint"])

@@ -129,6 +129,13 @@ plan:
   type: list
   elements: dict
   sample: [{"kind": "image", "namespace": "moby", "id": "docker.io/library/golang:1.23", "bytes": 834000000}]
+removed:
+  description:
+    - The objects of RV(plan) this run removed, in order (same keys); empty in check mode. On a failure, those removed
+      before it; an object already gone is in RV(already_gone), not here.
+  returned: always
+  type: list
+  elements: dict
 freed_bytes:
   description: Used bytes of the image filesystem before minus after (C(statvfs)); 0 in check mode.
   returned: always

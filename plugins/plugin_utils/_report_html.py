@@ -20,6 +20,7 @@ from html import escape
 
 from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_eviction as eviction
 from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_fleet as fleet
+from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_storage as storage
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 from ansible_collections.kubenode.gc.plugins.plugin_utils._report_svg import line_chart, nice_bytes_max, sparkline
 
@@ -58,6 +59,7 @@ a.tile:hover { background: var(--bg2); }
 @media (min-width: 1600px) { .dash { grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); } }
 .panel { border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px; margin-bottom: 12px; background: #fff; overflow-x: auto; }
 #images code { overflow-wrap: anywhere; }
+table.storage td { overflow-wrap: anywhere; }
 .side .panel:last-child { margin-bottom: 0; }
 .scroll { max-height: 62vh; overflow: auto; border: 1px solid var(--line); }
 table { border-collapse: collapse; width: 100%; }
@@ -532,6 +534,7 @@ def _node_detail(node):
                    "<tbody>%s</tbody></table>" % rows)
     else:
         out.append('<p class="none">No drift.</p>')
+    out.append(storage.html_node(node))
     out.append("</details>")
     return "".join(out)
 
@@ -558,6 +561,7 @@ def render(report, history=None, history_note=""):
         _tiles(report, view), "\n",
         '<div class="dash"><div class="main">', _node_table(report, view), _drift_panel(report, view),
         '</div><div class="side">', _findings_panel(report, view), _trends_panel(report, view, history_note), _images_panel(report),
+        storage.html_top(report),
         "</div></div>\n",
         '<section id="details"><h2>Per-node detail</h2><p class="muted">Every node, worst first; click to expand.</p>',
         "".join(_node_detail(n) for n in view["ranked"]),

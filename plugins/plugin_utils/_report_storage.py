@@ -15,6 +15,7 @@ share) to each node's findings.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from html import escape
 
 from ansible_collections.kubenode.gc.plugins.module_utils._storage_policy import CATEGORIES
 from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int
@@ -23,16 +24,32 @@ from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human
 # unaccounted above this share of the used bytes is a finding
 UNACCOUNTED_SHARE_PERCENT = 20
 TOP_CONSUMERS = 10
+OBJECTS_KEPT = 3  # the largest objects per category a node's breakdown keeps (disk_usage returns up to 10)
+
+
+def _object(obj):
+    """One object as the report keeps it: namespace, name, id (strings or None) and bytes."""
+    out = {key: None if obj.get(key) is None else str(obj.get(key)) for key in ("namespace", "name", "id")}
+    out["bytes"] = _int(obj.get("bytes"))
+    return out
 
 
 def breakdown(result):
-    """{used_bytes, categories: {name: bytes or None}, nodefs: {name: bytes} or None} of a disk_usage result, or None."""
+    """{used_bytes, categories: {name: bytes or None}, objects: {name: [object]}, nodefs: {name: bytes} or None} of a
+    disk_usage result, or None."""
     if not isinstance(result, Mapping) or result.get("failed") or result.get("skipped") or not isinstance(result.get("categories"), Mapping):
         return None
     cats = result["categories"]
     out = dict(used_bytes=_int(result.get("used_bytes")),
                categories={name: _int((cats.get(name) or {}).get("bytes")) if isinstance(cats.get(name), Mapping) else None for name in CATEGORIES},
+               objects={},
                nodefs=None)
+    for name in CATEGORIES:
+        value = cats.get(name)
+        objs = value.get("objects") if isinstance(value, Mapping) else None
+        kept = [_object(o) for o in objs if isinstance(o, Mapping)][:OBJECTS_KEPT] if isinstance(objs, list) else []
+        if kept:
+            out["objects"][name] = kept
     nodefs = result.get("nodefs")
     if isinstance(nodefs, Mapping) and isinstance(nodefs.get("categories"), Mapping):
         out["nodefs"] = {name: _int((value or {}).get("bytes")) for name, value in nodefs["categories"].items() if isinstance(value, Mapping)}
@@ -124,3 +141,64 @@ def markdown_node(node):
     if storage["nodefs"]:
         lines.append("- Kubelet root filesystem: %s" % ", ".join("%s %s" % (k, _bytes(v)) for k, v in sorted(storage["nodefs"].items())))
     return lines
+
+
+def _e(value):
+    return escape(str(value), quote=True)
+
+
+def _object_text(obj):
+    label = obj.get("name") or obj.get("id") or "?"
+    return "%s%s %s" % (_e(obj["namespace"]) + "/" if obj.get("namespace") else "", _e(label), _e(_bytes(obj.get("bytes"))))
+
+
+def html_top(report):
+    """The report.html panel of the fleet's disk use by category: nodes, total bytes and the largest consumers of each."""
+    nodes = [n for n in report.get("nodes") or [] if n.get("storage")]
+    top = report.get("storage_top") or {}
+    if not nodes:
+        return ('<section class="panel" id="storage"><h2>Disk use by category</h2><p class="none">No node\'s disk use was attributed '
+                '(kubenode.gc.disk_usage).</p></section>')
+    rows = []
+    for name in CATEGORIES:
+        sizes = [n["storage"]["categories"].get(name) for n in nodes]
+        known = [v for v in sizes if v]
+        if not known:
+            continue
+        consumers = top.get(name) or []
+        links = ", ".join('<a class="host" href="#node-%s">%s</a> %s' % (_e(r["host"]), _e(r["host"]), _e(human_bytes(r["bytes"])))
+                          for r in consumers[:3])
+        more = ""
+        if len(consumers) > 3:
+            more = '<details><summary>%d more</summary><p class="hosts">%s</p></details>' % (len(consumers) - 3, ", ".join(
+                '<a class="host" href="#node-%s">%s</a> %s' % (_e(r["host"]), _e(r["host"]), _e(human_bytes(r["bytes"]))) for r in consumers[3:]))
+        rows.append('<tr data-category="%s"><td><code>%s</code></td><td class="num">%d</td><td class="num">%s</td><td>%s%s</td></tr>'
+                    % (name, name, len(known), _e(human_bytes(sum(known))), links, more))
+    return ('<section class="panel" id="storage"><h2>Disk use by category</h2><p class="muted">Where the image filesystem\'s bytes go on '
+            '%d node(s) (kubenode.gc.disk_usage): the nodes with bytes in each category, their total, and the largest consumers. '
+            'kubenode.gc.storage_gc frees stale ingests, old leases, unreferenced snapshots and the images of the namespaces it is given.</p>'
+            '<table><thead><tr><th>Category</th><th class="num">Nodes</th><th class="num">Bytes</th><th>Largest consumers</th></tr></thead>'
+            '<tbody>%s</tbody></table></section>' % (len(nodes), "".join(rows)))
+
+
+def html_node(node):
+    """One node's breakdown in its report.html detail: each category's bytes, share of the used bytes and largest objects."""
+    storage = node.get("storage")
+    if not storage:
+        return ""
+    used = storage["used_bytes"]
+    rows = []
+    for name in CATEGORIES:
+        value = storage["categories"].get(name)
+        if value == 0:
+            continue
+        share = "-" if value is None or not used else "%d%%" % round(min(max(value * 100.0 / used, 0), 100))
+        objects = ", ".join(_object_text(o) for o in storage.get("objects", {}).get(name, []))
+        rows.append('<tr><td>%s</td><td class="num">%s</td><td class="num">%s</td><td>%s</td></tr>'
+                    % (name, _e(_bytes(value)) if value is not None else '<span class="muted">not visible</span>', share, objects or "-"))
+    nodefs = ""
+    if storage.get("nodefs"):
+        nodefs = "<br>Kubelet root filesystem: %s." % _e(", ".join("%s %s" % (k, _bytes(v)) for k, v in sorted(storage["nodefs"].items())))
+    return ('<p>Disk use of the image filesystem: %s used (kubenode.gc.disk_usage).%s</p>'
+            '<table class="storage"><thead><tr><th>Category</th><th class="num">Bytes</th><th class="num">Share</th><th>Largest objects</th></tr>'
+            '</thead><tbody>%s</tbody></table>' % (_e(_bytes(used)), nodefs, "".join(rows) or '<tr><td colspan="4" class="none">nothing attributed</td></tr>'))

@@ -12,13 +12,14 @@ import yaml
 
 from devtools.faults import CrashAfter
 from devtools.images import ImageSpec
+from tests.integration import storage_objects as so
 from tests.integration.conftest import BIN
 from tests.integration.test_image_pin import CAN_PIN, clean_dropins  # noqa: F401  pylint: disable=unused-import
 
 MIB = 1 << 20
 
 
-def cleanup(ansible, runtime, tmp_path, endpoint, **extra):
+def cleanup(ansible, runtime, tmp_path, endpoint, extra_args=(), **extra):
     node = {
         "ansible_connection": "local",
         "ansible_python_interpreter": os.path.join(BIN, "python"),
@@ -34,7 +35,7 @@ def cleanup(ansible, runtime, tmp_path, endpoint, **extra):
     node.update(extra)
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gc-node": node}}}))
-    cmd = [os.path.join(BIN, "ansible-playbook"), "kubenode.gc.cleanup", "-i", str(inventory)]
+    cmd = [os.path.join(BIN, "ansible-playbook"), "kubenode.gc.cleanup", "-i", str(inventory)] + list(extra_args)
     return subprocess.run(cmd, cwd=str(tmp_path), env=ansible.env(), capture_output=True, text=True, check=False)
 
 
@@ -135,3 +136,38 @@ def test_cleanup_frees_a_node_below_its_byte_target_that_the_percentages_would_s
     st = os.statvfs(runtime.imagefs_mountpoint)
     assert min(st.f_bavail, st.f_blocks) * st.f_frsize >= low // 1024 * 1024
     assert len([t for t in runtime.image_refs()["tags"] if "bytes-" in t]) > 0  # not everything: it stopped at the target
+
+
+STORAGE_ARGS = ["-e", "kubenode_gc_cleanup_storage=true", "-e", '{"kubenode_gc_cleanup_storage_namespaces": ["moby"]}']
+
+
+def test_cleanup_storage_removes_other_namespace_images_and_records_them(ansible, runtime, tmp_path):
+    """Issue 24: kubenode_gc_cleanup_storage runs storage_gc after image GC; the history record and the summary name what it removed."""
+    if runtime.kind == "cri-o":
+        return  # storage_gc refuses cri-o (test_storage_gc.py); the cleanup's record of that is a unit test
+    so.import_into(runtime, "moby", [ImageSpec("docker.io/library/moby-cleanup:1", size=2 * MIB, share_base=False)])
+    runtime.import_images([ImageSpec("registry.k8s.io/cleanup-used:1", size=MIB, share_base=False)])
+    pod = runtime.run_pod("storage-keeper")
+    runtime.add_container(pod, "k", "registry.k8s.io/cleanup-used:1", "running")
+    in_use = {t for i in runtime.client.list_images() for t in i.repo_tags}
+    assert so.ctr_ok(runtime, "moby", "images", "ls", "-q").split() == ["docker.io/library/moby-cleanup:1"]
+
+    proc = cleanup(ansible, runtime, tmp_path, runtime.endpoint, extra_args=STORAGE_ARGS)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert so.ctr_ok(runtime, "moby", "images", "ls", "-q").split() == []
+    # the CRI's images in use are intact, and the one a container runs still starts another
+    after = {t for i in runtime.client.list_images() for t in i.repo_tags}
+    assert {"registry.k8s.io/cleanup-used:1", runtime.sandbox_image} <= after <= in_use
+    cid = runtime.add_container(runtime.run_pod("storage-again"), "again", "registry.k8s.io/cleanup-used:1")
+    assert runtime.client.container_status(cid).status.state == 1
+    (record,) = history(tmp_path)
+    assert record["status"] == "cleaned" and record["errors"] == []
+    storage = record["storage"]
+    assert storage["supported"] is True
+    removed = {(i["kind"], i["namespace"], i["id"]) for i in storage["removed"]}
+    assert ("image", "moby", "docker.io/library/moby-cleanup:1") in removed
+    assert all(i["namespace"] != "k8s.io" or i["kind"] != "image" for i in storage["removed"])
+    assert storage["removed"] == [i for i in storage["plan"] if (i["kind"], i["namespace"], i["id"]) in removed]
+    assert storage["freed_bytes"] >= MIB  # the 2 MiB image's blobs and snapshot, measured on the filesystem
+    assert "gc-node: storage_gc removed %d object(s)" % len(storage["removed"]) in proc.stdout
+    assert "image moby/docker.io/library/moby-cleanup:1" in proc.stdout

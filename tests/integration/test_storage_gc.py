@@ -54,6 +54,8 @@ def test_storage_gc_frees_what_containerd_keeps(ansible, runtime):
     res = run(ansible, runtime, **ARGS)
     assert not res.get("failed"), res.get("msg")
     assert res["changed"] is True and res["plan"] == plan["plan"]
+    gone = {(g["kind"], g["namespace"], g["id"]) for g in res.get("already_gone") or []}
+    assert res["removed"] == [s for s in res["plan"] if (s["kind"], s["namespace"], s["id"]) not in gone] and plan["removed"] == []
     freed = used - so.used_bytes(runtime.imagefs_mountpoint)
     assert abs(res["freed_bytes"] - freed) <= 0.1 * freed
     made_bytes = sum(created[k] for k in ("moby_image", "default_image", "ingest", "expired_lease", "old_lease", "snapshot"))

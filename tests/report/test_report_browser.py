@@ -154,6 +154,33 @@ def test_host_link_opens_its_detail(page):
     page.screenshot(os.path.join(OUT, "node-detail.png"))
 
 
+def test_storage_breakdown_per_node_and_the_fleets_top_consumers(generated, page):
+    """Issue 24: each node's disk use by category with its largest objects, and the fleet's top consumers by category."""
+    report = generated[0]
+    top = report["storage_top"]
+    shown = page.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('#storage tr[data-category]'))"
+                          ".map(r => [r.dataset.category, Array.from(r.querySelectorAll('a.host')).map(a => a.textContent)]))")
+    assert set(shown) == set(top) and "other_namespace_images" in shown and "unreferenced_snapshots" in shown
+    for category, hosts in shown.items():
+        assert hosts == [r["host"] for r in top[category]], category  # largest first, the first three and the rest folded
+    assert page.evaluate("document.querySelector('#storage').getBoundingClientRect().height") > 0
+    # the node with the most images in other namespaces: its detail names the category, its bytes and the largest object
+    host = top["other_namespace_images"][0]["host"]
+    node = next(n for n in report["nodes"] if n["host"] == host)
+    page.evaluate("document.querySelectorAll('details.node[open]').forEach(d => d.open = false)")
+    page.evaluate("document.querySelector('#storage a.host[href=\"#node-%s\"]').click()" % host)
+    rows = page.evaluate("Array.from(document.querySelectorAll('details.node[open] table.storage tbody tr'))"
+                         ".map(r => Array.from(r.cells).map(c => c.textContent))")
+    by = {row[0]: row for row in rows}
+    assert set(by) == {k for k, v in node["storage"]["categories"].items() if v != 0}
+    assert by["other_namespace_images"][3].startswith("moby/docker.io/library/golang:1.23 ")
+    assert by["k8s_images"][3].count(", ") == 2  # its three largest images
+    assert page.evaluate("document.querySelector('details.node[open] table.storage').getBoundingClientRect().height") > 0
+    page.evaluate("document.querySelector('details.node[open] table.storage').scrollIntoView()")
+    page.screenshot(os.path.join(OUT, "node-storage.png"))
+    page.evaluate("document.querySelectorAll('details.node[open]').forEach(d => d.open = false)")
+
+
 def test_no_script_errors(browser, page):
     assert [e for e in browser._events if e["method"] in ("Runtime.exceptionThrown",)] == []
 
@@ -167,8 +194,9 @@ def test_reads_as_a_plain_table_without_javascript(generated, browser):
     assert session_page.evaluate("document.querySelectorAll('#node-table tbody tr').length") == 1000
     assert session_page.evaluate("document.getElementById('node-controls').hidden") is True
     assert session_page.evaluate("document.querySelector('#node-table thead th').textContent") == "#"   # no sort buttons
-    # per-node detail is there too
+    # per-node detail is there too, with the storage breakdown
     assert session_page.evaluate("document.querySelectorAll('details.node p').length") >= 1000
+    assert session_page.evaluate("document.querySelectorAll('details.node table.storage').length") == sum(1 for n in report["nodes"] if n["storage"])
     session_page.screenshot(os.path.join(OUT, "no-javascript.png"))
 
 

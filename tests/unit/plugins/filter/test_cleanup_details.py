@@ -49,3 +49,16 @@ def test_the_image_gc_docs_keep_the_inode_sentence_whole():
     """YAML reads ' #' as a comment: the sentence once ended at '(kubernetes/kubernetes#41033,' (issue 22)."""
     text = " ".join(" ".join(yaml.safe_load(image_gc.DOCUMENTATION)["description"]).split())
     assert "(kubernetes/kubernetes issues 41033 and 32400), and only its eviction manager reacts to C(imagefs.inodesFree), by evicting pods." in text
+
+
+def test_storage_gc_removals_are_named_largest_first():
+    items = [{"kind": "image", "namespace": "moby", "id": "img-%d" % i, "bytes": i * MIB} for i in range(7)]
+    rec = dict(record(0), storage={"supported": True, "plan": items, "removed": items[1:], "already_gone": [], "freed_bytes": 21 * MIB})
+    lines = cleanup_details([[rec, "n1"]])
+    assert ("n1: storage_gc removed 6 object(s), the largest: image moby/img-6 (6.0 MiB), image moby/img-5 (5.0 MiB), "
+            "image moby/img-4 (4.0 MiB), image moby/img-3 (3.0 MiB), image moby/img-2 (2.0 MiB) and 1 more.") in lines
+    planned = dict(record(0, check_mode=True), storage={"supported": True, "plan": items[:1], "removed": [], "freed_bytes": 0})
+    assert "n1: storage_gc would remove 1 object(s), the largest: image moby/img-0 (0 B)." in cleanup_details([[planned, "n1"]])
+    nothing = dict(record(0), storage={"supported": True, "plan": [], "removed": [], "freed_bytes": 0})
+    assert "n1: storage_gc removed nothing." in cleanup_details([[nothing, "n1"]])
+    assert not any("storage_gc" in line for line in cleanup_details([[dict(record(0), storage={"supported": False}), "n1"]]))

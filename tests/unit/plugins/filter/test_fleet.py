@@ -85,7 +85,8 @@ def test_cleanup_record_maps_the_module_results_and_cleanup_summary_reads_them_b
     record = cleanup_record(images, containers, host="n1", status="cleaned", check_mode=False, usage_before=90)
     assert record == {"host": "n1", "status": "cleaned", "check_mode": False, "usage_before": 90, "containers": [{}, {}], "sandboxes": [{}],
                       "log_paths": ["/l"], "images": [{"id": "a", "size": 3}], "usage_after": 70, "bytes_to_free": 5, "bytes_freed_estimated": 3,
-                      "bytes_freed_measured": 4, "target_reached": True, "errors": [{"id": "b", "msg": "x"}], "unconfirmed": []}
+                      "bytes_freed_measured": 4, "target_reached": True, "errors": [{"id": "b", "msg": "x"}], "unconfirmed": [],
+                      "storage": None}
     (row,) = [line for line in cleanup_summary([[record, "n1"]]) if line.startswith("n1")]
     assert row.split()[1:5] == ["2", "1", "1", "1"] and "90% → 70%" in row
 
@@ -110,3 +111,31 @@ def test_cleanup_summary_shows_a_failed_nodes_partial_work_and_its_error():
     assert "n1: failed: The run stopped after 2 image(s) were removed: x." in lines
     (total,) = [line for line in lines if line.startswith("TOTAL")]
     assert total.endswith("1 failed")
+
+
+STORAGE_PLAN = [{"kind": "lease", "namespace": "k8s.io", "id": "pull-1", "bytes": 0},
+                {"kind": "image", "namespace": "moby", "id": "docker.io/library/busybox:1", "bytes": 2 * MIB},
+                {"kind": "snapshot", "namespace": "default", "id": "orphan", "bytes": MIB}]
+
+
+def test_cleanup_record_keeps_what_storage_gc_did_and_the_summary_names_it():
+    storage = {"changed": True, "supported": True, "plan": STORAGE_PLAN, "removed": STORAGE_PLAN[1:],
+               "already_gone": [{"kind": "lease", "namespace": "k8s.io", "id": "pull-1"}], "freed_bytes": 3 * MIB, "rpc_calls": {"x": 1}}
+    record = cleanup_record({"removed": [], "errors": []}, None, storage, host="n1", status="cleaned", check_mode=False)
+    assert record["storage"] == {"supported": True, "plan": STORAGE_PLAN, "removed": STORAGE_PLAN[1:],
+                                 "already_gone": [{"kind": "lease", "namespace": "k8s.io", "id": "pull-1"}], "freed_bytes": 3 * MIB}
+    lines = cleanup_summary([[record, "n1"], [cleanup_record({"removed": []}, host="n2", status="cleaned"), "n2"]])
+    assert lines[-2].startswith("Containerd storage the CRI cannot see")
+    assert lines[-1] == "n1: storage_gc removed 2 object(s) (1 image, 1 snapshot), freed 3.0 MiB; 1 already gone."
+    assert not any(line.startswith("n2: storage_gc") for line in lines)
+
+
+def test_cleanup_record_storage_gc_check_mode_skipped_and_unsupported():
+    planned = cleanup_record({"removed": []}, None, {"supported": True, "plan": STORAGE_PLAN, "removed": [], "freed_bytes": 0}, check_mode=True)
+    assert planned["storage"]["plan"] == STORAGE_PLAN and planned["storage"]["removed"] == []
+    assert cleanup_summary([[planned, "n1"]])[-1] == "n1: storage_gc would remove 3 object(s) (1 image, 1 lease, 1 snapshot)."
+    assert cleanup_record({"removed": []}, None, {"skipped": True, "changed": False})["storage"] is None
+    crio = cleanup_record({"removed": []}, None, {"supported": False, "plan": [], "removed": [], "freed_bytes": 0})
+    assert cleanup_summary([[crio, "n1"]])[-1] == "n1: storage_gc: not supported on this runtime, nothing changed."
+    with pytest.raises(AnsibleFilterError, match="storage_gc result as a dict"):
+        cleanup_record({"removed": []}, None, "oops")

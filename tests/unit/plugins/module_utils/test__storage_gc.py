@@ -112,9 +112,12 @@ def test_a_failure_after_removals_says_changed_and_returns_the_plan(monkeypatch,
     assert result["changed"] is True and _Api.calls == [("lease", "old")]
     assert result["already_gone"] == [{"kind": "ingest", "namespace": "moby", "id": "ing-1"}]
     assert [s["kind"] for s in result["plan"]] == ["ingest", "lease", "image", "snapshot", "snapshot"]
+    # removed: what this run removed before the failure (the cleanup's history record keeps it), not the gone ingest
+    assert result["removed"] == [s for s in result["plan"] if s["kind"] == "lease"] and result["removed"][0]["id"] == "old"
 
 
 def test_check_mode_calls_nothing_that_changes(monkeypatch, tmp_path):
     _fake_node(monkeypatch, tmp_path)
     result = _storage_gc.run(_Cri(), sgc(namespaces=["moby"], ingest_max_age="1s"), check_mode=True)
     assert result["changed"] is False and _Api.calls == [] and len(result["plan"]) == 5 and result["freed_bytes"] == 0
+    assert result["removed"] == []

@@ -60,3 +60,37 @@ def test_markdown_shows_breakdown_and_top():
     text = _report_md.render(report)
     assert "## Disk use by category" in text and "| k8s_images | n1 9.0 MiB |" in text.replace("9 MiB", "9.0 MiB")
     assert "- Disk use of 10" in text and "stale_ingests 1" in text
+
+
+def test_html_shows_each_nodes_breakdown_with_its_largest_objects_and_the_fleets_top():
+    from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_html
+
+    others = {"bytes": 50 * MiB, "objects": [{"namespace": "moby", "name": "golang:<1>", "id": "sha256:g", "bytes": 30 * MiB},
+                                             {"namespace": "default", "id": "sha256:d", "bytes": 20 * MiB}]}
+    k8s = {"bytes": 40 * MiB, "objects": [{"namespace": "k8s.io", "name": "app:%d" % n, "bytes": (10 - n) * MiB} for n in range(10)]}
+    raw = [{"host": "a", "disk_usage": disk_usage(100 * MiB, k8s_images=k8s, other_namespace_images=others, unaccounted=10 * MiB)},
+           {"host": "b", "disk_usage": disk_usage(100 * MiB, k8s_images=60 * MiB, unaccounted=40 * MiB)}]
+    report = ar.audit_report(raw)
+    a = report["nodes"][0]["storage"]
+    # the report keeps the largest objects of each category (three), as strings and bytes
+    assert a["objects"]["other_namespace_images"] == [{"namespace": "moby", "name": "golang:<1>", "id": "sha256:g", "bytes": 30 * MiB},
+                                                      {"namespace": "default", "name": None, "id": "sha256:d", "bytes": 20 * MiB}]
+    assert [o["name"] for o in a["objects"]["k8s_images"]] == ["app:0", "app:1", "app:2"]
+    html = _report_html.render(report)
+    detail = html[html.index('id="node-a"'):html.index("</details>", html.index('id="node-a"'))]
+    assert "Disk use of the image filesystem: 100.0 MiB used" in detail.replace("100 MiB", "100.0 MiB")
+    assert ('<tr><td>other_namespace_images</td><td class="num">50.0 MiB</td><td class="num">50%</td>'
+            '<td>moby/golang:&lt;1&gt; 30.0 MiB, default/sha256:d 20.0 MiB</td></tr>') in detail
+    assert "k8s.io/app:2 8.0 MiB" in detail and "app:3" not in detail
+    assert "stale_ingests" not in detail  # categories without bytes are left out
+    top = html[html.index('<section class="panel" id="storage">'):]
+    top = top[:top.index("</section>")]
+    assert ('<tr data-category="k8s_images"><td><code>k8s_images</code></td><td class="num">2</td><td class="num">100.0 MiB</td>'
+            '<td><a class="host" href="#node-b">b</a> 60.0 MiB, <a class="host" href="#node-a">a</a> 40.0 MiB</td></tr>') in top
+    assert 'data-category="other_namespace_images"' in top and 'data-category="leased"' not in top
+    # cri-o: a category it cannot see reads "not visible"; a report without disk_usage says so
+    crio = disk_usage(10 * MiB, k8s_images=5 * MiB)
+    crio["categories"]["leased"] = None
+    html = _report_html.render(ar.audit_report([{"host": "c", "disk_usage": crio}]))
+    assert '<tr><td>leased</td><td class="num"><span class="muted">not visible</span></td><td class="num">-</td><td>-</td></tr>' in html
+    assert "No node's disk use was attributed (kubenode.gc.disk_usage)." in _report_html.render(ar.audit_report([{"host": "d"}]))
