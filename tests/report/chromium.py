@@ -34,7 +34,7 @@ class CdpError(RuntimeError):
 
 
 class Browser:
-    def __init__(self, binary=None, timeout=60.0):
+    def __init__(self, binary=None, timeout=180.0):
         self.binary = binary or chromium_binary()
         self.timeout = timeout
         self.proc = None
