@@ -158,7 +158,8 @@ options:
     description:
       - Files (glob patterns allowed) that hold kubelet flags - environment files with lines such as
         C(KUBELET_KUBEADM_ARGS="--a=b --c d") (kubeadm's C(kubeadm-flags.env), kubespray's C(kubelet.env) with its
-        C(KUBELET_ARGS) and C(kubelet_custom_flags), EKS nodeadm's C(NODEADM_KUBELET_ARGS), AKS's C(KUBELET_FLAGS)) and
+        C(KUBELET_ARGS) and C(kubelet_custom_flags), EKS nodeadm's C(NODEADM_KUBELET_ARGS), AKS's C(KUBELET_FLAGS),
+        kOps's C(DAEMON_ARGS) in C(/etc/sysconfig/kubelet)) and
         systemd units or drop-ins with C(Environment=) and C(ExecStart=) lines (backslash continuations are joined; a k3s or
         RKE2 C(--kubelet-arg=name=value) there is the kubelet flag C(--name=value)). Files that do not exist are skipped.
       - Files ending in C(.yaml) or C(.yml) are k3s/RKE2 configuration files - their C(kubelet-arg) list (a later file's

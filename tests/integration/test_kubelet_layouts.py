@@ -39,9 +39,17 @@ LAYOUTS = {
     "k3s": ("/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/50-kubenode-gc.conf", "/var/lib/rancher/k3s/agent/etc/kubelet.conf.d", dict(
         imageGCHighThresholdPercent=80, imageGCLowThresholdPercent=55, imageMaximumGCAge="168h0m0s", containerLogMaxFiles=4,
         evictionHard=dict(DEFAULT_HARD, **{"nodefs.available": "5%", "imagefs.available": "15%"}))),
+    "kops-1.35": ("/var/lib/kubelet/kubelet.conf", None, dict(
+        imageGCHighThresholdPercent=80, imageGCLowThresholdPercent=65, imageMinimumGCAge="2m0s", imageMaximumGCAge="0s",
+        evictionHard=dict(DEFAULT_HARD, **{"imagefs.available": "10%"}))),
+    "kops-1.36": ("/var/lib/kubelet/kubelet.conf", None, dict(
+        imageGCHighThresholdPercent=80, imageGCLowThresholdPercent=65, evictionHard=dict(DEFAULT_HARD, **{"imagefs.available": "10%"}))),
     "aks": (None, None, dict(imageGCHighThresholdPercent=85, imageGCLowThresholdPercent=80,
                              evictionHard={"memory.available": "750Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%"})),
 }
+# layout -> (settings of its edit, effective values after it) when not GC; kOps: a key its DAEMON_ARGS flag sets is
+# written, the flag still wins
+EDITS = {"kops-1.35": ({"imageMaximumGCAge": "168h", "imageGCHighThresholdPercent": 90}, {"imageMaximumGCAge": "168h0m0s", "imageGCHighThresholdPercent": 80})}
 NEW_DROPIN = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 
 
@@ -67,12 +75,12 @@ def layout(tmp_path, ansible, request):
             args.setdefault("config_dir", root + config_dir)
         return ansible.module(MODULE, args)
 
-    return root, run, (root + edit if edit else None), expected
+    return name, root, run, (root + edit if edit else None), expected
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS), indirect=True)
 def test_layout_effective_values_and_edit(layout):
-    root, run, edit, expected = layout
+    name, root, run, edit, expected = layout
     before = snapshot(root)
     res = run()
     assert not res.get("failed"), res.get("msg")
@@ -83,7 +91,8 @@ def test_layout_effective_values_and_edit(layout):
         assert failed["failed"] is True and failed["msg"] == "The kubelet runs without a configuration file, so there is nothing to edit; give path."
         assert snapshot(root) == before
         return
-    args = dict(path=edit, settings=GC)
+    settings, edited = EDITS.get(name, (GC, {"imageGCLowThresholdPercent": 70}))
+    args = dict(path=edit, settings=settings)
     if not os.path.exists(edit):
         args["content"] = NEW_DROPIN
     res = run(**args)
@@ -91,19 +100,20 @@ def test_layout_effective_values_and_edit(layout):
     assert res["changed"] is True
     after = snapshot(root)
     assert set(after) - set(before) <= {edit} and all(after[p] == before[p] for p in before if p != edit)
-    assert {k: res["effective"][k] for k in ("imageGCLowThresholdPercent",)} == {"imageGCLowThresholdPercent": 70}
-    if edit in before and not edit.endswith("kubelet-config.yaml"):  # kubespray's True/true spelling is the byte guard's concern
-        old, new = before[edit].decode().splitlines(), after[edit].decode().splitlines()
-        changed = [line[2:].strip() for line in difflib.ndiff(old, new) if line[:1] in "+-"]
-        assert all("imageGCHighThresholdPercent" in line or "imageGCLowThresholdPercent" in line for line in changed), changed
-    again = run(path=edit, settings=GC)
+    assert {k: res["effective"][k] for k in edited} == edited
+    if edit in before:  # byte for byte: every line outside the edited keys as it was (kubespray's True, its "key :" spacing)
+        old, new = (
+            [line for line in text.decode().splitlines(True) if line.lstrip(' "').split('"')[0].split(":")[0] not in settings]
+            for text in (before[edit], after[edit]))
+        assert old == new, list(difflib.unified_diff(old, new))
+    again = run(path=edit, settings=settings)
     assert not again.get("failed"), again.get("msg")
     assert again["changed"] is False and snapshot(root) == after
 
 
 @pytest.mark.parametrize("layout", ["eks-al2023"], indirect=True)
 def test_drop_in_override_fails_and_writes_nothing(layout):
-    root, run, _edit, _expected = layout
+    _name, root, run, _edit, _expected = layout
     before = snapshot(root)
     res = run(settings=GC)
     assert res["failed"] is True and res["msg"].startswith("settings.imageGCHighThresholdPercent cannot take effect: the drop-in %s" % (

@@ -181,6 +181,19 @@ def test_k3s_kubelet_args_and_copied_config(node):
     assert res["sources"]["imageGCHighThresholdPercent"] == path("/etc/rancher/k3s/config.yaml.d/50-gc.yaml")
 
 
+def test_kops_1_36_config_file_only(node):
+    """kOps from 1.36 writes the GC and eviction settings into kubelet.conf; DAEMON_ARGS keeps no flag for them."""
+    install, run, path, _read = node
+    install("kops-1.36")
+    res = run()
+    assert res["path"] == path("/var/lib/kubelet/kubelet.conf") and res["flag_overrides"] == []
+    eff = res["effective"]
+    assert (eff["imageGCHighThresholdPercent"], eff["imageGCLowThresholdPercent"], eff["imageMinimumGCAge"]) == (80, 65, "2m0s")
+    assert eff["evictionHard"] == dict(DEFAULT_HARD, **{"imagefs.available": "10%"})
+    assert res["sources"]["imageGCHighThresholdPercent"] == res["sources"]["evictionHard"] == path("/var/lib/kubelet/kubelet.conf")
+    assert ("warning", "flag_overrides_file") not in codes(res)
+
+
 def test_aks_flags_only(node):
     install, run, _path, _read = node
     install("aks")
@@ -190,6 +203,25 @@ def test_aks_flags_only(node):
     assert eff["evictionHard"] == {"memory.available": "750Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%"}
     assert (eff["imageGCHighThresholdPercent"], eff["imageGCLowThresholdPercent"]) == (85, 80)
     assert ("info", "no_config_file") in codes(res) and ("warning", "partial_eviction_hard") in codes(res)
+
+
+def test_kops_flags_in_daemon_args_win(node):
+    """kOps (nodeup up to 1.35): the GC and eviction settings of the cluster spec are flags in /etc/sysconfig/kubelet's
+    DAEMON_ARGS, applied on top of its --config /var/lib/kubelet/kubelet.conf, whose zero durations are defaulted."""
+    install, run, path, _read = node
+    install("kops-1.35")
+    res = run()
+    assert res["path"] == path("/var/lib/kubelet/kubelet.conf") and res["config_dir"] is None and res["dropins"] == []
+    eff = res["effective"]
+    assert (eff["imageGCHighThresholdPercent"], eff["imageGCLowThresholdPercent"]) == (80, 65)
+    assert eff["evictionHard"] == dict(DEFAULT_HARD, **{"imagefs.available": "10%"})
+    assert (eff["imageMinimumGCAge"], eff["imageMaximumGCAge"], eff["evictionPressureTransitionPeriod"]) == ("2m0s", "0s", "5m0s")
+    flags = path("/etc/sysconfig/kubelet")
+    assert [(f["flag"], f["file"]) for f in res["flag_overrides"]] == [
+        ("--eviction-hard", flags), ("--image-gc-high-threshold", flags), ("--image-gc-low-threshold", flags)]
+    assert res["sources"]["evictionHard"] == res["sources"]["imageGCLowThresholdPercent"] == flags
+    assert res["sources"]["imageMaximumGCAge"] == path("/var/lib/kubelet/kubelet.conf")
+    assert ("warning", "flag_overrides_file") in codes(res) and ("info", "config_path_assumed") not in codes(res)
 
 
 # ---------------------------------------------------------------------------------------------- edits
@@ -207,6 +239,36 @@ def test_kubeadm_edit_changes_only_the_requested_keys(node):
     after = read("/var/lib/kubelet/config.yaml")
     assert changed_lines(before, after) == ([], ["+ imageGCHighThresholdPercent: 80", "+ imageGCLowThresholdPercent: 70"])
     assert run(settings=GC)["changed"] is False and read("/var/lib/kubelet/config.yaml") == after
+
+
+def test_kops_edit_changes_only_the_requested_keys(node):
+    """An edit of kubelet.conf changes the requested lines only; a key a DAEMON_ARGS flag sets is written but the flag
+    still wins, which the result says (flag_overrides_file) and reports as effective."""
+    install, run, path, read = node
+    install("kops-1.35")
+    before = read("/var/lib/kubelet/kubelet.conf")
+    settings = {"imageMaximumGCAge": "168h", "imageGCHighThresholdPercent": 90}
+    res = run(settings=settings)
+    assert res["changed"] is True
+    after = read("/var/lib/kubelet/kubelet.conf")
+    assert changed_lines(before, after) == (["- imageMaximumGCAge: 0s"], ["+ imageGCHighThresholdPercent: 90", "+ imageMaximumGCAge: 168h"])
+    assert (res["effective"]["imageMaximumGCAge"], res["effective"]["imageGCHighThresholdPercent"]) == ("168h0m0s", 80)
+    message = [f["message"] for f in res["findings"] if f["code"] == "flag_overrides_file" and "--image-gc-high-threshold" in f["message"]]
+    assert message == ["--image-gc-high-threshold=80 in %s overrides the config file's imageGCHighThresholdPercent 90: the kubelet applies "
+                       "flags on top of the config file, so edits of this key in the file have no effect while the flag is set" % path(
+                           "/etc/sysconfig/kubelet")]
+    assert run(settings=settings)["changed"] is False and read("/var/lib/kubelet/kubelet.conf") == after
+
+
+def test_kops_1_36_edit(node):
+    install, run, _path, read = node
+    install("kops-1.36")
+    before = read("/var/lib/kubelet/kubelet.conf")
+    res = run(settings=GC)
+    assert res["changed"] is True and (res["effective"]["imageGCHighThresholdPercent"], res["effective"]["imageGCLowThresholdPercent"]) == (80, 70)
+    after = read("/var/lib/kubelet/kubelet.conf")
+    assert changed_lines(before, after) == (["- imageGCLowThresholdPercent: 65"], ["+ imageGCLowThresholdPercent: 70"])
+    assert run(settings=GC)["changed"] is False and read("/var/lib/kubelet/kubelet.conf") == after
 
 
 def test_eks_al2023_edit_of_the_main_file_overridden_by_the_drop_in_fails(node):
@@ -286,17 +348,22 @@ def test_read_only_finding_for_a_key_a_drop_in_overrides(node):
 
 
 def test_kubespray_edit_keeps_every_other_value(node):
-    """The values outside the requested keys stay; byte for byte preservation of kubespray's ``True`` spelling is the
-    byte guard's (_yaml_edit), not tested here."""
+    """Byte for byte: kubespray's ``True`` and ``containerRuntimeEndpoint :`` (its template's spacing) stay as written,
+    only the lines of the requested keys change."""
     install, run, path, read = node
     install("kubespray")
     before = read("/etc/kubernetes/kubelet-config.yaml")
+    assert "failSwapOn: True\n" in before and "\ncontainerRuntimeEndpoint : unix://" in before
     settings = {"imageMaximumGCAge": "168h", "imageGCLowThresholdPercent": 70}
     res = run(settings=settings)
     assert res["changed"] is True and res["effective"]["imageGCLowThresholdPercent"] == 70
-    old, new = (yaml.safe_load(t) for t in (before, read("/etc/kubernetes/kubelet-config.yaml")))
-    assert new == dict(old, **settings)
-    assert run(settings=settings)["changed"] is False
+    after = read("/etc/kubernetes/kubelet-config.yaml")
+    assert changed_lines(before, after) == (["- imageGCLowThresholdPercent: 80"],
+                                            ["+ imageGCLowThresholdPercent: 70", "+ imageMaximumGCAge: 168h"])
+    outside = [[line for line in text.splitlines(True) if not line.startswith(tuple(settings))] for text in (before, after)]
+    assert outside[0] == outside[1]  # every other line, its line ending included
+    assert yaml.safe_load(after) == dict(yaml.safe_load(before), **settings)
+    assert run(settings=settings)["changed"] is False and read("/etc/kubernetes/kubelet-config.yaml") == after
 
 
 # ---------------------------------------------------------------------------------------------- the kubelet's rules, piece by piece
