@@ -179,9 +179,9 @@ def _figures(node):
     figures = {k: v for k, v in node.items() if k not in VOLATILE + ("headroom",)}
     figures["imagefs"] = {k: v for k, v in node["imagefs"].items() if k not in ("available_bytes", "used_bytes")}
     figures["container_filesystems"] = [{k: v for k, v in fs.items() if k not in ("available_bytes", "used_bytes")} for fs in node["container_filesystems"]]
-    # disk_usage's byte figures move with containerd's metadata too: the categories that hold bytes are compared
+    # disk_usage's byte figures move with containerd's metadata too: only its categories are compared
     storage = figures.pop("storage", None) or {}
-    figures["storage_categories"] = sorted(name for name, size in (storage.get("categories") or {}).items() if size)
+    figures["storage_categories"] = sorted(storage.get("categories") or {})
     return figures
 
 
