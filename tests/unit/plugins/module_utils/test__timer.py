@@ -7,9 +7,9 @@ import ast
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
+import tarfile
 
 import pytest
 import yaml
@@ -61,13 +61,33 @@ def test_the_role_ships_exactly_the_runner_s_import_closure():
     assert role_list() == closure()
 
 
+def pack(out):
+    """Build the role's code archive with the role's own packing script (tasks/present.yml), as the controller does."""
+    with open(os.path.join(ROLE, "tasks", "present.yml")) as f:
+        tasks = yaml.safe_load(f)
+    script = [t for block in tasks for t in block.get("block", []) if "__gc_timer_pack" in t.get("vars", {})][0]["vars"]["__gc_timer_pack"]
+    subprocess.run([sys.executable, "-c", script, ROLE, str(out)] + role_list(), check=True)
+    with open(out, "rb") as f:
+        return f.read()
+
+
+def test_the_archive_holds_the_runner_and_its_closure_with_fixed_bytes(tmp_path):
+    first = pack(tmp_path / "a.tar.gz")
+    assert pack(tmp_path / "b.tar.gz") == first  # same code, same bytes: the role's copy is idempotent
+    mu = "ansible_collections/kubenode/gc/plugins/module_utils"
+    with tarfile.open(tmp_path / "a.tar.gz") as t:
+        members = {m.name: m for m in t.getmembers()}
+        assert sorted(n for n, m in members.items() if m.isfile()) == sorted(["kubenode-gc-timer"] + [mu + "/" + n for n in closure()])
+        assert all((m.uid, m.gid, m.mode) == (0, 0, 0o644 if m.isfile() else 0o755) for m in members.values())
+        for name in role_list():
+            with open(os.path.join(MODULE_UTILS, name), "rb") as f:
+                assert t.extractfile(mu + "/" + name).read() == f.read()
+
+
 def test_the_shipped_code_runs_without_ansible(tmp_path):
-    # the role's layout, and an "ansible" package that refuses to import, first on the path
-    dest = tmp_path / "lib" / "ansible_collections" / "kubenode" / "gc" / "plugins" / "module_utils"
-    dest.mkdir(parents=True)
-    for name in role_list():
-        shutil.copy(os.path.join(MODULE_UTILS, name), dest / name)
-    shutil.copy(os.path.join(ROLE, "files", "kubenode-gc-timer"), tmp_path / "lib" / "kubenode-gc-timer")
+    # the role's archive unpacked, and an "ansible" package that refuses to import, first on the path
+    with tarfile.open(fileobj=io.BytesIO(pack(tmp_path / "code.tar.gz"))) as t:
+        t.extractall(tmp_path / "lib")
     blocker = tmp_path / "blocker" / "ansible"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('ansible is not on the node')\n")
