@@ -51,7 +51,7 @@ mapfile -t MATRIX < <(grep -v '^\s*#' tests/compat/ansible-core.txt | grep .)
 lowest=$(printf '%s\n' "${MATRIX[@]}" | head -1 | cut -d' ' -f1)
 newest=$(printf '%s\n' "${MATRIX[@]}" | tail -1 | cut -d' ' -f1)
 SANITY=${KUBENODE_GC_MATRIX_SANITY-"$lowest $newest"}
-selected() { [ "$#" -eq 0 ] && return 0; local s; for s in "${SELECT[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+selected() { [ "${#SELECT[@]}" -eq 0 ] && return 0; local s; for s in "${SELECT[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 SELECT=("$@")
 pytest_pin=$(grep -i '^pytest==' tests/requirements.txt)
 
