@@ -183,11 +183,15 @@ def _figures(node):
     storage = figures.pop("storage", None) or {}
     figures["storage_categories"] = sorted(storage.get("categories") or {})
     figures["findings"] = [f if f.get("source") != "disk_usage" else f["code"] for f in node.get("findings") or []]
+    # nodefs is the host's disk, which the rest of the machine writes to between the two runs: its signals by state
+    figures["eviction_signals"] = [s if not s["signal"].startswith("nodefs.") else {k: v for k, v in s.items() if k != "free_percent"}
+                                   for s in node.get("eviction_signals") or []]
     return figures
 
 
 def _bytes(node):
-    return [node["imagefs"]["available_bytes"], node["imagefs"]["used_bytes"]] + [node["headroom"][k] for k in sorted(node["headroom"])]
+    # headroom to a byte target is null without one (kubenode_gc_free_bytes_high unset)
+    return [node["imagefs"]["available_bytes"], node["imagefs"]["used_bytes"]] + [node["headroom"][k] or 0 for k in sorted(node["headroom"])]
 
 
 def test_ssh_audit_says_what_the_runtime_says(modes, ssh_fleet):
