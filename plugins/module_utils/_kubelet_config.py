@@ -143,7 +143,7 @@ def _run(files, opts, check_mode, flags, config_dir, dir_found, main, path, reso
         dropins = [(p, existing if p == path else files.read_text(p)) for p in dropin_paths(config_dir, path if editing_dropin else None)]
         dropins = [(p, t) for p, t in dropins if t is not None or p == path]
     if settings_or_content(opts) and config_dir and os.path.normpath(config_dir) in DISTRO_CONFIG_DIRS and in_dropin_dir(path, config_dir):
-        first = os.path.relpath(path, config_dir).split(os.sep)[0]
+        first = os.path.relpath(path, config_dir).split(os.sep, maxsplit=1)[0]
         if first in DISTRO_GENERATED:
             raise ConfigError("%s is written by k3s/RKE2 at every start from %s, so an edit there would be lost; put the settings in a drop-in "
                               "of your own in %s (such as 50-kubenode-gc.conf) instead." % (path, DISTRO_GENERATED[first], config_dir))

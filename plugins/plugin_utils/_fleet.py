@@ -125,6 +125,8 @@ def _problem(value, spec, where):
     """None when ``value`` has the shape ``spec`` describes, else one phrase naming where it does not."""
     if value is None or spec == "any":
         return None
+    if spec == "number" and value == "":
+        return None  # a null through a template of ansible-core before 2.19, which renders none as ''
     if spec == "scalar":
         if not isinstance(value, _SCALARS):
             return "%s is a %s, not a single value" % (where, type(value).__name__)

@@ -817,3 +817,11 @@ def test_a_wide_info_finding_is_not_drawn_red():
     html = audit_render.audit_report_html(build(nodes))
     assert '<span class="scope wide info">every node, 100%</span>' in html
     assert ".scope.wide.info { color: var(--blue); }" in html and ".scope.wide {" not in html
+
+
+def test_an_unset_inode_threshold_rendered_empty_by_older_ansible_is_not_malformed():
+    # ansible-core before 2.19 renders "{{ x | default(none) }}" as '' in a string template
+    nodes = fleet()
+    nodes[1]["inodes_thresholds"] = {"high_percent": "", "low_percent": ""}
+    report = ar.audit_report(nodes, generated_at="2026-11-22T10:00:00Z")
+    assert by_host(report)["node-a"]["status"] == "ok"
