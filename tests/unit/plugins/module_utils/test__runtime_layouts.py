@@ -138,6 +138,9 @@ def test_mco_owned_file_without_a_header():
     assert rc.generated_by("/etc/crio/crio.conf", "# Managed by hand.\n# DO NOT EDIT without a ticket\n[crio]\n").startswith(
         "its header says it is generated (DO NOT EDIT); change what generates it")
     assert rc.generated_by("/etc/crio/crio.conf", "[crio]\n# DO NOT EDIT further down is no header\n") is None
+    # kubenode.gc's own drop-ins (image_pin's header says "do not edit") are not another program's generated files
+    from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import DROPIN_HEADER  # pylint: disable=import-outside-toplevel
+    assert rc.generated_by("/etc/crio/crio.conf.d/99-kubenode-gc-pinned.conf", DROPIN_HEADER + "\n[crio.image]\n") is None
 
 
 def test_crio_package_layout_without_crio_conf(node):
