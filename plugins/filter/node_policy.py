@@ -25,7 +25,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import image
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import usage_percent as _usage_percent
 
 
-def image_gc_policy(kubelet=None, overrides=None, errors="fail"):
+def image_gc_policy(kubelet=None, overrides=None, errors="fail", variables=None):
     """image_gc's thresholds and ages for a node and where each came from (kubenode.gc's _gc_policy, the one source):
     the variables the user set (``overrides``: cleanup variable name -> value, unset ones null), else the node's
     effective kubelet configuration (a kubenode.gc.kubelet_config result; a failed or missing one counts as unreadable),
@@ -35,7 +35,7 @@ def image_gc_policy(kubelet=None, overrides=None, errors="fail"):
     if overrides is not None and not isinstance(overrides, Mapping):
         raise AnsibleFilterError("image_gc_policy: overrides must be a mapping of variable names to values, got %s." % type(overrides).__name__)
     try:
-        policy = _gc_policy.image_gc_policy(kubelet, overrides)
+        policy = _gc_policy.image_gc_policy(kubelet, overrides, variables)
     except KubenodeGcError as exc:
         if errors == "return":
             return {"error": str(exc)}

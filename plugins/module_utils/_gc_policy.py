@@ -82,24 +82,28 @@ def node_readable(kubelet):
     return isinstance(kubelet, Mapping) and not kubelet.get("failed") and not kubelet.get("skipped") and isinstance(kubelet.get("effective"), Mapping)
 
 
-def image_gc_policy(kubelet=None, overrides=None):
+def image_gc_policy(kubelet=None, overrides=None, variables=None):
     """image_gc's thresholds and ages for a node, with where each came from.
 
     ``kubelet`` is the node's kubenode.gc.kubelet_config result (its ``effective`` values and where they come from), or
     None / a failed result when the node's kubelet configuration could not be read (then the kubelet's defaults apply).
     ``overrides`` maps the cleanup variables (VARIABLES) to the value the user set; unset (None or empty) values are
-    skipped. Returns ``{high_threshold_percent, low_threshold_percent, min_age, max_age, sources}``, durations as Go
+    skipped. ``variables`` names the four overriding variables in that order when they are not the cleanup's (the
+    kubenode.gc.gc_timer role's ``gc_timer_*``), so that errors and sources name what the user set. Returns ``{high_threshold_percent, low_threshold_percent, min_age, max_age, sources}``, durations as Go
     duration strings, ``sources`` mapping each option to ``{"kind": variable|node|default, "from": text}``.
     Raises PolicyError (one sentence naming the variable the user set) when a value is wrong or low >= high.
     """
     overrides = dict(overrides or {})
-    unknown = sorted(set(overrides) - set(VARIABLES))
+    names = tuple(variables) if variables else VARIABLES
+    if len(names) != len(KEYS):
+        raise PolicyError("image_gc_policy: variables must name %d variables, got %d." % (len(KEYS), len(names)))
+    unknown = sorted(set(overrides) - set(names))
     if unknown:
-        raise PolicyError("image_gc_policy: unknown override %s (expected one of %s)." % (unknown[0], ", ".join(VARIABLES)))
+        raise PolicyError("image_gc_policy: unknown override %s (expected one of %s)." % (unknown[0], ", ".join(names)))
     readable = node_readable(kubelet)
     effective = kubelet["effective"] if readable else {}
     values, sources = {}, {}
-    for option, key, variable, default in KEYS:
+    for (option, key, _variable, default), variable in zip(KEYS, names):
         if not _unset(overrides.get(variable)):
             values[option] = _read(option, overrides[variable], variable)
             sources[option] = {"kind": SOURCE_VARIABLE, "from": "variable %s" % variable}

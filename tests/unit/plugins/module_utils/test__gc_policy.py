@@ -59,3 +59,11 @@ def test_wrong_values_name_the_variable(overrides, message):
 def test_over_high_threshold_is_the_kubelets_trigger():
     assert p.over_high_threshold(70, 70) and p.over_high_threshold(73, 70)
     assert not p.over_high_threshold(69, 70) and not p.over_high_threshold(None, 70)
+
+
+def test_other_variable_names_are_named_in_sources_and_errors():
+    names = ("gc_timer_high_threshold_percent", "gc_timer_low_threshold_percent", "gc_timer_min_age", "gc_timer_max_age")
+    policy = p.image_gc_policy(None, {"gc_timer_high_threshold_percent": 90, "gc_timer_low_threshold_percent": None}, names)
+    assert policy["high_threshold_percent"] == 90 and policy["sources"]["high_threshold_percent"]["from"] == "variable gc_timer_high_threshold_percent"
+    with pytest.raises(PolicyError, match="gc_timer_high_threshold_percent must be an integer percent"):
+        p.image_gc_policy(None, {"gc_timer_high_threshold_percent": 150}, names)
