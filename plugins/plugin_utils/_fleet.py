@@ -177,6 +177,9 @@ def record_problem(record):
 
 def check_record(record, host):
     """The record when its shape is right, else a failed node's record whose error starts with "malformed result"."""
+    if isinstance(record, Mapping) and any(record.get(part) == "" for part in RESULT_SPECS):
+        # a part left out (null) through a template of ansible-core before 2.19, which renders none as ''
+        record = {k: (None if k in RESULT_SPECS and v == "" else v) for k, v in record.items()}
     problem = record_problem(record)
     if problem is None:
         return record

@@ -825,3 +825,11 @@ def test_an_unset_inode_threshold_rendered_empty_by_older_ansible_is_not_malform
     nodes[1]["inodes_thresholds"] = {"high_percent": "", "low_percent": ""}
     report = ar.audit_report(nodes, generated_at="2026-11-22T10:00:00Z")
     assert by_host(report)["node-a"]["status"] == "ok"
+
+
+def test_a_part_left_out_rendered_empty_by_older_ansible_is_not_malformed():
+    from ansible_collections.kubenode.gc.plugins.filter.fleet import audit_nodes
+    nodes = fleet()
+    nodes[1]["image_pin"] = ""
+    report = ar.audit_report(audit_nodes([[n, n["host"]] for n in nodes]), generated_at="2026-11-22T10:00:00Z")
+    assert by_host(report)["node-a"]["status"] == "ok"
