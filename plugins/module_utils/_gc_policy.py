@@ -90,7 +90,8 @@ def image_gc_policy(kubelet=None, overrides=None, variables=None):
     ``overrides`` maps the cleanup variables (VARIABLES) to the value the user set; unset (None or empty) values are
     skipped. ``variables`` names the four overriding variables in that order when they are not the cleanup's (the
     kubenode.gc.gc_timer role's ``gc_timer_*``), so that errors and sources name what the user set.
-    Returns ``{high_threshold_percent, low_threshold_percent, min_age, max_age, sources}``, durations as Go duration strings, ``sources`` mapping each option to ``{"kind": variable|node|default, "from": text}``.
+    Returns ``{high_threshold_percent, low_threshold_percent, min_age, max_age, sources}``, durations as Go duration
+    strings, ``sources`` mapping each option to ``{"kind": variable|node|default, "from": text}``.
     Raises PolicyError (one sentence naming the variable the user set) when a value is wrong or low >= high.
     """
     overrides = dict(overrides or {})
