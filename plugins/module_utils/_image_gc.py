@@ -362,16 +362,11 @@ def _remove(result, state, opts, client, statvfs):
         # measured: only images of the size-based plan (what check mode returns), measurement may stop earlier, never go
         # further; unmeasured: the kubelet's freeSpace, which goes on past a failed removal
         candidates = plan.space if opts["measure_freed"] else plan.eligible
-        executor.until(candidates, "space", remaining, budget, calibrate=opts["measure_freed"], planned=len(plan.space))
+        executor.until(candidates, "space", remaining, budget, calibrate=opts["measure_freed"])
         if executor.stalled:
             result["warnings"].append(
                 "Removing %d image(s) freed no measurable space on %s (the runtime frees space lazily, or their layers are shared with images "
                 "still in use), so the threshold pass stopped there rather than remove more than needed." % (executor.stalled, state.mountpoint))
-        elif executor.short_rate:
-            result["warnings"].append(
-                "Removing the %d image(s) of the size-based plan freed only %d of their %d bytes on %s (their layers are shared with images still "
-                "in use, or the runtime frees space lazily); at that rate the other candidates cannot reach the low threshold, so the threshold "
-                "pass stopped there rather than remove more than needed." % ((len(plan.space),) + executor.short_rate + (state.mountpoint,)))
         if executor.stopped:
             pass
         elif len(result["errors"]) > errors_before:
@@ -440,21 +435,15 @@ def _inode_pass(result, state, opts, executor, statvfs):
     planned_ids = {i["id"] for i in plan.inode_space}
     # only images of the plan (what check mode returns): measurement may stop earlier, never go further
     candidates = [i for i in plan.eligible if i["id"] not in gone and i["id"] in planned_ids]
-    planned = max((n + 1 for n, i in enumerate(candidates) if i["id"] in planned_ids), default=0)
     budget = None if opts["max_removals"] is None else max(0, opts["max_removals"] - len(result["removed"]))
-    executor.stalled, executor.short_rate = 0, None
+    executor.stalled = 0
     per_image = max(1, plan.inode_estimate)
-    before = len(result["removed"])
-    executor.until(candidates, "inodes", remaining, budget, calibrate=True, planned=planned, weight=lambda img: per_image)
+    executor.until(candidates, "inodes", remaining, budget, calibrate=True, weight=lambda img: per_image)
     freed = max(0, statvfs(state.mountpoint)["inodes_free"] - state.inodes_free)
     if executor.stalled:
         result["warnings"].append(
             "Removing %d image(s) freed no inodes on %s (the runtime frees them lazily, or their layers are shared with images still in use), "
             "so the inode pass stopped there rather than remove more than needed." % (executor.stalled, state.mountpoint))
-    elif executor.short_rate:
-        result["warnings"].append(
-            "Removing %d image(s) freed %d inodes on %s; at that rate the other candidates cannot reach the low inode threshold, so the inode "
-            "pass stopped there rather than remove more than needed." % (len(result["removed"]) - before, freed, state.mountpoint))
     if remaining() > 0:
         _insufficient_inodes(result, plan, total, freed)
 
@@ -523,7 +512,6 @@ class _Executor:
         self.raced = []
         self.freed_by_reason = {"age": 0, "space": 0, "prune": 0, "inodes": 0}
         self.stalled = 0  # removals of the last batch when it freed no measurable space (the pass stopped), else 0
-        self.short_rate = None  # (measured, estimated) bytes freed when the pass stopped at the kubelet's plan
         self.stopped = None  # the CriError that stopped the run: the runtime is unavailable, or the container re-list failed
         self.pending = {}  # removals whose answer was lost: {id: (image, reason, CriError)}, in result["unconfirmed"] until confirmed
         self.interrupted = 0  # removals whose answer was lost in an outage and that a later list found not done
@@ -624,41 +612,30 @@ class _Executor:
         while window:
             self._collect(*window.popleft(), reason=reason)
 
-    def until(self, candidates, reason, remaining, budget, calibrate=False, planned=None, weight=None):
+    def until(self, candidates, reason, remaining, budget, calibrate=False, weight=None):
         """Remove candidates in order until ``remaining()`` (bytes, or what ``weight`` counts, still to free) is <= 0 after a
         successful removal. Each batch is sized to the remaining need: by the images' sizes (or ``weight(img)``), scaled
         (when ``calibrate``) by how many bytes a removed byte of image size really freed so far,
         which starts from a first batch of one image.
 
-        When ``calibrate``: a batch that frees no measurable space ends the pass (``stalled``), and
-        past the first ``planned`` candidates (the kubelet's size-based plan) a batch starts only
-        when, at the rate measured so far, the candidates left can still reach the target (else
-        ``short_rate`` holds (measured, estimated) bytes and the pass ends)."""
+        When ``calibrate``: a batch that frees no measurable space ends the pass (``stalled``). The
+        callers pass only images of the plan check mode returns, so a pass never goes past it."""
         if weight is None:
             def weight(img):
                 return img["size"]
         queue = list(candidates)
         queue.reverse()  # pop() from the end
-        left_bytes = sum(weight(i) for i in queue)
         taken = 0
         need = remaining()
         succeeded = 0
         ratio = 1.0
-        measured_total, est_total = 0, 0
         while queue and (budget is None or taken < budget) and not self.stopped:
             if succeeded and need <= 0:
                 break
             limit = 1 if calibrate and not succeeded else self.parallelism
-            if calibrate and planned is not None:
-                if taken < planned:
-                    limit = min(limit, planned - taken)  # a batch never crosses the end of the kubelet's plan
-                elif est_total and left_bytes * measured_total < need * est_total:
-                    self.short_rate = (measured_total, est_total)
-                    break
             batch, total = [], 0
             while queue and len(batch) < limit and (budget is None or taken + len(batch) < budget):
                 img = queue.pop()
-                left_bytes -= weight(img)
                 batch.append(img)
                 total += weight(img) * ratio
                 if total >= need:
@@ -676,7 +653,5 @@ class _Executor:
                     # removals that free nothing measurable: going on could remove every eligible image for nothing
                     self.stalled = done
                     break
-                measured_total += before_need - need
-                est_total += est
                 ratio = min(10.0, max(0.1, float(before_need - need) / est))
         return self.freed_by_reason[reason]
