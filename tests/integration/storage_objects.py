@@ -21,6 +21,7 @@ MIB = 1 << 20
 # known sizes of what the scenario creates
 SIZES = dict(k8s_image=6 * MIB, moby_image=5 * MIB, default_image=4 * MIB, writable=3 * MIB, log=2 * MIB, ingest=3 * MIB,
              expired_lease=2 * MIB, old_lease=MIB, snapshot=3 * MIB)
+LEASE_EXPIRY = 6  # seconds: longer than the expiring lease's own creation takes under load
 
 
 def ctr(runtime, namespace, *args, stdin=None):
@@ -135,13 +136,18 @@ def create_all(runtime, logs_dir):
     step("default_image", import_into, runtime, "default",
          [ImageSpec("docker.io/library/default-only:1", size=SIZES["default_image"], share_base=False)])
     step("ingest", stale_ingest, runtime, "default", "stale-ingest-1", SIZES["ingest"])
-    made["expired_lease"] = "expired-lease-1"
-    step("expired_lease", leased_blob, runtime, "default", made["expired_lease"], SIZES["expired_lease"], "1s")
     made["old_lease"] = "old-lease-1"
     step("old_lease", leased_blob, runtime, "default", made["old_lease"], SIZES["old_lease"], "0")
     made["snapshot"] = "kept-snapshot-1"
     step("snapshot", kept_snapshot, runtime, "default", made["snapshot"], SIZES["snapshot"])
-    time.sleep(2)  # the first lease expires, the ingest is idle for more than a second
+    # Last, and with room to spare: containerd's own GC deletes an expired lease whenever a mutation triggers it (every
+    # ctr command above deletes a temporary lease), so the lease must expire only after the last mutation.
+    made["expired_lease"] = "expired-lease-1"
+    start = time.monotonic()
+    step("expired_lease", leased_blob, runtime, "default", made["expired_lease"], SIZES["expired_lease"], "%ds" % LEASE_EXPIRY)
+    time.sleep(max(0.0, start + LEASE_EXPIRY + 0.5 - time.monotonic()))  # the lease has expired, the ingest is idle > 1 s
+    listed = ctr_ok(runtime, "default", "leases", "ls")
+    assert made["expired_lease"] in listed, "containerd's GC collected the expired lease before the test looked: %s" % listed
     return made, created
 
 
