@@ -25,6 +25,7 @@ import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _container_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import LOST_ANSWER_CODES, CriError, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError
@@ -783,3 +784,21 @@ def _remove_logs(c, opts, result, index=None):
             result["errors"].append({"id": c["id"], "msg": "Removed container %s but not its log %s: %s." % (c["id"], path, exc.strerror or exc)})
             return
         result["removed_log_paths"].append(path)
+
+
+# The module's options (plugins/modules/container_gc.py documents them); here so that kubenode.gc.node_audit runs it too.
+ARGUMENT_SPEC = dict(
+    CRI_COMMON_ARGS,
+    min_age=dict(type="str", default="0s"),
+    max_per_pod_container=dict(type="int", default=1),
+    max_containers=dict(type="int", default=-1),
+    sandboxes=dict(type="bool", default=True),
+    logs=dict(type="bool", default=True),
+    pod_logs_dir=dict(type="path", default="/var/log/pods"),
+    container_logs_dir=dict(type="path", default="/var/log/containers"),
+    active_pod_uids=dict(type="list", elements="str"),
+    evicted_pod_uids=dict(type="list", elements="str"),
+    evict_terminated_pods=dict(type="bool", default=False),
+    parallelism=dict(type="int", default=64),
+    lock_timeout=dict(type="float", default=300.0),
+)

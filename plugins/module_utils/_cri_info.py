@@ -9,8 +9,8 @@
 
 from __future__ import annotations
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
-from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import public, read_node
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_options
+from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import GATHER_CHOICES, public, read_node
 
 
 def options(params):
@@ -32,3 +32,10 @@ def run(client, opts, check_mode=False):
         if kind in gather:
             result[kind] = public(kind, node[kind])
     return result
+
+
+# The module's options (plugins/modules/cri_info.py documents them); here so that kubenode.gc.node_audit runs it too.
+ARGUMENT_SPEC = dict(
+    CRI_COMMON_ARGS,
+    gather=dict(type="list", elements="str", choices=list(GATHER_CHOICES), default=list(GATHER_CHOICES)),
+)

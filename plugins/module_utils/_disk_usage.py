@@ -21,7 +21,7 @@ import time
 from ansible_collections.kubenode.gc.plugins.module_utils import _crio_storage, _snapshot, _storage_policy
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _inventory
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd._client import ContainerdClient
-from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
 
 # what disk_usage cannot see on cri-o (containers/storage has no namespaces, ingests or leases)
@@ -209,3 +209,12 @@ def _mountpoint(path):
     while not os.path.ismount(path):
         path = os.path.dirname(path)
     return path
+
+
+# The module's options (plugins/modules/disk_usage.py documents them); here so that kubenode.gc.node_audit runs it too.
+ARGUMENT_SPEC = dict(
+    CRI_COMMON_ARGS,
+    pod_logs_dir=dict(type="path", default="/var/log/pods"),
+    kubelet_root_dir=dict(type="path", default="/var/lib/kubelet"),
+    walk_limit=dict(type="int", default=200000),
+)

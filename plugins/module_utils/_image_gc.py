@@ -21,6 +21,7 @@ import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import LOST_ANSWER_CODES, CriError, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError, PolicyError
@@ -655,3 +656,25 @@ class _Executor:
                     break
                 ratio = min(10.0, max(0.1, float(before_need - need) / est))
         return self.freed_by_reason[reason]
+
+
+# The module's options (plugins/modules/image_gc.py documents them); here so that kubenode.gc.node_audit runs it too.
+ARGUMENT_SPEC = dict(
+    CRI_COMMON_ARGS,
+    mode=dict(type="str", choices=["threshold", "prune"], default="threshold"),
+    high_threshold_percent=dict(type="int"),
+    low_threshold_percent=dict(type="int"),
+    free_bytes_high=dict(type="raw"),
+    free_bytes_low=dict(type="raw"),
+    inodes_high_threshold_percent=dict(type="int"),
+    inodes_low_threshold_percent=dict(type="int"),
+    min_age=dict(type="str", default="2m"),
+    max_age=dict(type="str", default="0s"),
+    keep_images=dict(type="list", elements="str", default=[]),
+    ledger_path=dict(type="path", default="/var/lib/kubenode-gc/image-ledger.json"),
+    measure_freed=dict(type="bool", default=True),
+    fail_on_insufficient=dict(type="bool", default=False),
+    max_removals=dict(type="int"),
+    parallelism=dict(type="int", default=512),
+    lock_timeout=dict(type="float", default=300.0),
+)

@@ -23,7 +23,7 @@ import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_pin_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
-from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd_images import (
     OWNER_LABEL,
     OWNER_VALUE,
@@ -248,3 +248,13 @@ def _settle(client, result, expect):
             result["warnings"].append("The runtime does not yet report the expected pinned state of %s after %g seconds." % (", ".join(wrong), SETTLE_SECONDS))
             return
         time.sleep(0.2)
+
+
+# The module's options (plugins/modules/image_pin.py documents them); here so that kubenode.gc.node_audit runs it too.
+ARGUMENT_SPEC = dict(
+    CRI_COMMON_ARGS,
+    images=dict(type="list", elements="str", default=[]),
+    exclusive=dict(type="bool", default=False),
+    crio_dropin=dict(type="path"),
+    lock_timeout=dict(type="float", default=300.0),
+)

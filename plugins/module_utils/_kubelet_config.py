@@ -18,7 +18,7 @@ import glob
 import os
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config_policy as policy
-from ansible_collections.kubenode.gc.plugins.module_utils._common import require_library
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CONFIG_FILE_ARGS, require_library
 from ansible_collections.kubenode.gc.plugins.module_utils._config_io import file_mode, redact_texts, redacted_diff
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError, KubenodeGcError
 from ansible_collections.kubenode.gc.plugins.module_utils._findings import finding, sort_findings
@@ -193,3 +193,27 @@ def discovery_findings(path, main, opts, flags, config_dir, dir_found):
         out.append(finding("info", "config_dir_of_distribution", "%s is the drop-in directory k3s/RKE2 pass to the kubelet (--config-dir), "
                            "read in the kubelet's order" % config_dir))
     return out
+
+
+# The module's options (plugins/modules/kubelet_config.py documents them); here so that kubenode.gc.node_audit runs it too.
+DEFAULT_FLAG_FILES = [
+    "/var/lib/kubelet/kubeadm-flags.env",
+    "/etc/default/kubelet",
+    "/etc/sysconfig/kubelet",
+    "/etc/systemd/system/kubelet.service.d/*.conf",
+    "/usr/lib/systemd/system/kubelet.service.d/*.conf",
+    "/lib/systemd/system/kubelet.service.d/*.conf",
+    "/etc/kubernetes/kubelet.env",
+    "/etc/eks/kubelet/environment",
+    "/etc/systemd/system/kubelet.service",
+    "/etc/rancher/k3s/config.yaml",
+    "/etc/rancher/k3s/config.yaml.d/*.yaml",
+    "/etc/rancher/rke2/config.yaml",
+    "/etc/rancher/rke2/config.yaml.d/*.yaml",
+]
+
+ARGUMENT_SPEC = dict(
+    CONFIG_FILE_ARGS,
+    flag_files=dict(type="list", elements="path", default=DEFAULT_FLAG_FILES),
+    config_dir=dict(type="path"),
+)

@@ -20,7 +20,7 @@ import os
 import re
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _cri, _runtime_config_policy as rc, _snapshot
-from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options, require_cri_libraries, require_library
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CONFIG_FILE_ARGS, CRI_COMMON_ARGS, cri_options, require_cri_libraries, require_library
 from ansible_collections.kubenode.gc.plugins.module_utils._config_io import ConfigFileError, file_mode, redact_texts, redacted_diff
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError, KubenodeGcError, OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils._findings import finding, sort_findings
@@ -230,3 +230,15 @@ def _run(files, opts, check_mode, runtime, disk, resolved, redact):
         rpc_calls=rpc_calls,
         diff=[redacted_diff(path, disk[path], text, found) for path, text in writes],
     ), secrets)
+
+
+# The module's options (plugins/modules/runtime_config.py documents them); here so that kubenode.gc.node_audit runs it too.
+ARGUMENT_SPEC = dict(
+    CRI_COMMON_ARGS,
+    **CONFIG_FILE_ARGS,
+    runtime=dict(type="str", choices=["containerd", "crio"]),
+    storage_path=dict(type="path"),
+    dropin_dir=dict(type="path"),
+    storage_content=dict(type="str"),
+    query_runtime=dict(type="bool", default=True),
+)

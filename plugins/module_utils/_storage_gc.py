@@ -20,7 +20,7 @@ import os
 import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger, _storage_policy
-from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_options
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _inventory
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd._client import ContainerdClient, ContainerdError
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
@@ -139,3 +139,14 @@ def _collect(api, namespace):
     expire = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + SYNC_LEASE_TTL_SECONDS))
     api.create_lease(namespace, lease_id, {_storage_policy.LEASE_EXPIRE: expire})
     api.delete_lease(namespace, lease_id, sync=True)
+
+
+# The module's options (plugins/modules/storage_gc.py documents them); here so that kubenode.gc.node_audit runs it too.
+ARGUMENT_SPEC = dict(
+    CRI_COMMON_ARGS,
+    namespaces=dict(type="list", elements="str", default=[]),
+    keep_images=dict(type="list", elements="str", default=[]),
+    ingest_max_age=dict(type="str", default="1h"),
+    lease_max_age=dict(type="str"),
+    lock_timeout=dict(type="float", default=300.0),
+)

@@ -279,24 +279,8 @@ rpc_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_client, execute
-from ansible_collections.kubenode.gc.plugins.module_utils._container_gc import options, run
-
-ARGUMENT_SPEC = dict(
-    CRI_COMMON_ARGS,
-    min_age=dict(type="str", default="0s"),
-    max_per_pod_container=dict(type="int", default=1),
-    max_containers=dict(type="int", default=-1),
-    sandboxes=dict(type="bool", default=True),
-    logs=dict(type="bool", default=True),
-    pod_logs_dir=dict(type="path", default="/var/log/pods"),
-    container_logs_dir=dict(type="path", default="/var/log/containers"),
-    active_pod_uids=dict(type="list", elements="str"),
-    evicted_pod_uids=dict(type="list", elements="str"),
-    evict_terminated_pods=dict(type="bool", default=False),
-    parallelism=dict(type="int", default=64),
-    lock_timeout=dict(type="float", default=300.0),
-)
+from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_client, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._container_gc import ARGUMENT_SPEC, options, run
 
 
 def main():

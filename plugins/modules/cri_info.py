@@ -279,14 +279,8 @@ rpc_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_client, execute
-from ansible_collections.kubenode.gc.plugins.module_utils._cri_info import options, run
-from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import GATHER_CHOICES
-
-ARGUMENT_SPEC = dict(
-    CRI_COMMON_ARGS,
-    gather=dict(type="list", elements="str", choices=list(GATHER_CHOICES), default=list(GATHER_CHOICES)),
-)
+from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_client, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._cri_info import ARGUMENT_SPEC, options, run
 
 
 def main():

@@ -137,15 +137,8 @@ rpc_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_client, execute
-from ansible_collections.kubenode.gc.plugins.module_utils._disk_usage import options, run
-
-ARGUMENT_SPEC = dict(
-    CRI_COMMON_ARGS,
-    pod_logs_dir=dict(type="path", default="/var/log/pods"),
-    kubelet_root_dir=dict(type="path", default="/var/lib/kubelet"),
-    walk_limit=dict(type="int", default=200000),
-)
+from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_client, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._disk_usage import ARGUMENT_SPEC, options, run
 
 
 def main():

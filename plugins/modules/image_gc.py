@@ -451,28 +451,8 @@ rpc_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_client, execute
-from ansible_collections.kubenode.gc.plugins.module_utils._image_gc import options, run
-
-ARGUMENT_SPEC = dict(
-    CRI_COMMON_ARGS,
-    mode=dict(type="str", choices=["threshold", "prune"], default="threshold"),
-    high_threshold_percent=dict(type="int"),
-    low_threshold_percent=dict(type="int"),
-    free_bytes_high=dict(type="raw"),
-    free_bytes_low=dict(type="raw"),
-    inodes_high_threshold_percent=dict(type="int"),
-    inodes_low_threshold_percent=dict(type="int"),
-    min_age=dict(type="str", default="2m"),
-    max_age=dict(type="str", default="0s"),
-    keep_images=dict(type="list", elements="str", default=[]),
-    ledger_path=dict(type="path", default="/var/lib/kubenode-gc/image-ledger.json"),
-    measure_freed=dict(type="bool", default=True),
-    fail_on_insufficient=dict(type="bool", default=False),
-    max_removals=dict(type="int"),
-    parallelism=dict(type="int", default=512),
-    lock_timeout=dict(type="float", default=300.0),
-)
+from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_client, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._image_gc import ARGUMENT_SPEC, options, run
 
 
 def main():

@@ -167,16 +167,8 @@ rpc_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_client, execute
-from ansible_collections.kubenode.gc.plugins.module_utils._image_pin import options, run
-
-ARGUMENT_SPEC = dict(
-    CRI_COMMON_ARGS,
-    images=dict(type="list", elements="str", default=[]),
-    exclusive=dict(type="bool", default=False),
-    crio_dropin=dict(type="path"),
-    lock_timeout=dict(type="float", default=300.0),
-)
+from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_client, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._image_pin import ARGUMENT_SPEC, options, run
 
 
 def main():

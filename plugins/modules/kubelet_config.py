@@ -460,29 +460,8 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CONFIG_FILE_ARGS, config_files, execute
-from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_config import options, run
-
-DEFAULT_FLAG_FILES = [
-    "/var/lib/kubelet/kubeadm-flags.env",
-    "/etc/default/kubelet",
-    "/etc/sysconfig/kubelet",
-    "/etc/systemd/system/kubelet.service.d/*.conf",
-    "/usr/lib/systemd/system/kubelet.service.d/*.conf",
-    "/lib/systemd/system/kubelet.service.d/*.conf",
-    "/etc/kubernetes/kubelet.env",
-    "/etc/eks/kubelet/environment",
-    "/etc/systemd/system/kubelet.service",
-    "/etc/rancher/k3s/config.yaml",
-    "/etc/rancher/k3s/config.yaml.d/*.yaml",
-    "/etc/rancher/rke2/config.yaml",
-    "/etc/rancher/rke2/config.yaml.d/*.yaml",
-]
-ARGUMENT_SPEC = dict(
-    CONFIG_FILE_ARGS,
-    flag_files=dict(type="list", elements="path", default=DEFAULT_FLAG_FILES),
-    config_dir=dict(type="path"),
-)
+from ansible_collections.kubenode.gc.plugins.module_utils._common import config_files, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_config import ARGUMENT_SPEC, options, run
 
 
 def main():

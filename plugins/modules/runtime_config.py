@@ -341,18 +341,8 @@ rpc_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CONFIG_FILE_ARGS, CRI_COMMON_ARGS, config_files, execute
-from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config import options, run
-
-ARGUMENT_SPEC = dict(
-    CRI_COMMON_ARGS,
-    **CONFIG_FILE_ARGS,
-    runtime=dict(type="str", choices=["containerd", "crio"]),
-    storage_path=dict(type="path"),
-    dropin_dir=dict(type="path"),
-    storage_content=dict(type="str"),
-    query_runtime=dict(type="bool", default=True),
-)
+from ansible_collections.kubenode.gc.plugins.module_utils._common import config_files, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config import ARGUMENT_SPEC, options, run
 
 
 def main():

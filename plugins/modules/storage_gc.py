@@ -153,17 +153,8 @@ rpc_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_client, execute
-from ansible_collections.kubenode.gc.plugins.module_utils._storage_gc import options, run
-
-ARGUMENT_SPEC = dict(
-    CRI_COMMON_ARGS,
-    namespaces=dict(type="list", elements="str", default=[]),
-    keep_images=dict(type="list", elements="str", default=[]),
-    ingest_max_age=dict(type="str", default="1h"),
-    lease_max_age=dict(type="str"),
-    lock_timeout=dict(type="float", default=300.0),
-)
+from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_client, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._storage_gc import ARGUMENT_SPEC, options, run
 
 
 def main():
