@@ -22,7 +22,7 @@ import yaml
 from ansible_collections.kubenode.gc.plugins.module_utils import _config_io
 from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config as kcfg
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
-from ansible_collections.kubenode.gc.plugins.modules.kubelet_config import DEFAULT_FLAG_FILES
+from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_config import DEFAULT_FLAG_FILES
 
 LAYOUTS = os.path.join(os.path.dirname(__file__), "fixtures", "layouts")
 DEFAULT_HARD = {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%",
