@@ -117,7 +117,7 @@ def options(params):
     shared = {key: gc_common[key] for key in ("ledger_path", "lock_timeout") if key in gc_common}
     prune = part_params("image_gc", _image_gc.ARGUMENT_SPEC, dict(shared, mode="prune", min_age=params["prune_min_age"], keep_images=keep, **cri))
     _image_gc.options(prune)  # checked now, before anything is read
-    return dict(
+    out = dict(
         cri=cri,
         cri_info=part_params("cri_info", _cri_info.ARGUMENT_SPEC, dict(gather=["runtime", "imagefs", "images", "containers"], **cri)),
         kubelet=part_params("kubelet_config", _kubelet_config.ARGUMENT_SPEC, kubelet),
@@ -135,6 +135,10 @@ def options(params):
         kubelet_root_dir=params["kubelet_root_dir"],
         gc_timer_unit=params["gc_timer_unit"],
     )
+    # every part's own checks now, before anything is read (their options() do no I/O)
+    for name, module in (("container_gc", _container_gc), ("disk_usage", _disk_usage), ("cri_info", _cri_info)):
+        module.options(out[name])
+    return out
 
 
 def _skipped(reason=SKIPPED):
