@@ -25,7 +25,6 @@ import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _container_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import LOST_ANSWER_CODES, CriError, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError
@@ -786,9 +785,9 @@ def _remove_logs(c, opts, result, index=None):
         result["removed_log_paths"].append(path)
 
 
-# The module's options (plugins/modules/container_gc.py documents them); here so that kubenode.gc.node_audit runs it too.
-ARGUMENT_SPEC = dict(
-    CRI_COMMON_ARGS,
+# The module's own options (plugins/modules/container_gc.py documents them), here so that kubenode.gc.node_audit runs it too; the
+# module adds the CRI options (_common.CRI_COMMON_ARGS, which imports Ansible: the gc_timer runner runs without it).
+OWN_ARGUMENT_SPEC = dict(
     min_age=dict(type="str", default="0s"),
     max_per_pod_container=dict(type="int", default=1),
     max_containers=dict(type="int", default=-1),

@@ -21,7 +21,6 @@ import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import LOST_ANSWER_CODES, CriError, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError, PolicyError
@@ -658,9 +657,9 @@ class _Executor:
         return self.freed_by_reason[reason]
 
 
-# The module's options (plugins/modules/image_gc.py documents them); here so that kubenode.gc.node_audit runs it too.
-ARGUMENT_SPEC = dict(
-    CRI_COMMON_ARGS,
+# The module's own options (plugins/modules/image_gc.py documents them), here so that kubenode.gc.node_audit runs it too; the
+# module adds the CRI options (_common.CRI_COMMON_ARGS, which imports Ansible: the gc_timer runner runs without it).
+OWN_ARGUMENT_SPEC = dict(
     mode=dict(type="str", choices=["threshold", "prune"], default="threshold"),
     high_threshold_percent=dict(type="int"),
     low_threshold_percent=dict(type="int"),

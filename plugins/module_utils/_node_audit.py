@@ -36,6 +36,8 @@ from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy impo
 from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config_policy import detect_runtime
 
 RUNTIMES = ("containerd", "crio")
+IMAGE_GC_SPEC = dict(CRI_COMMON_ARGS, **_image_gc.OWN_ARGUMENT_SPEC)
+CONTAINER_GC_SPEC = dict(CRI_COMMON_ARGS, **_container_gc.OWN_ARGUMENT_SPEC)
 DEFAULT_TIMER_UNIT = "/etc/systemd/system/kubenode-gc.timer"
 TIMER_STATE_FILE = "gc-timer-state.json"
 TIMER_STATE_MAX = 1 << 20
@@ -112,10 +114,10 @@ def options(params):
     gc_common = _given(params.get("image_gc"))
     keep = list(params.get("keep_images") or [])
     # the policy plan: image_gc's options as given, the thresholds and ages from the node's policy (at run time)
-    policy = part_params("image_gc", _image_gc.ARGUMENT_SPEC, dict(gc_common, keep_images=keep, **cri))
+    policy = part_params("image_gc", IMAGE_GC_SPEC, dict(gc_common, keep_images=keep, **cri))
     # the prune plan: every unused image, so only the ledger (image ages) and the lock are shared with the policy plan
     shared = {key: gc_common[key] for key in ("ledger_path", "lock_timeout") if key in gc_common}
-    prune = part_params("image_gc", _image_gc.ARGUMENT_SPEC, dict(shared, mode="prune", min_age=params["prune_min_age"], keep_images=keep, **cri))
+    prune = part_params("image_gc", IMAGE_GC_SPEC, dict(shared, mode="prune", min_age=params["prune_min_age"], keep_images=keep, **cri))
     _image_gc.options(prune)  # checked now, before anything is read
     out = dict(
         cri=cri,
@@ -128,7 +130,7 @@ def options(params):
         overrides=dict(params.get("image_gc_overrides") or {}),
         image_gc_policy=policy,
         image_gc_prune=prune,
-        container_gc=part_params("container_gc", _container_gc.ARGUMENT_SPEC, dict(_given(params.get("container_gc")), **cri)),
+        container_gc=part_params("container_gc", CONTAINER_GC_SPEC, dict(_given(params.get("container_gc")), **cri)),
         disk_usage=part_params("disk_usage", _disk_usage.ARGUMENT_SPEC, dict(_given(params.get("disk_usage")), **cri)),
         image_pin=part_params("image_pin", _image_pin.ARGUMENT_SPEC, dict(images=keep, **cri)) if keep else None,
         keep_images=keep,

@@ -451,8 +451,10 @@ rpc_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import cri_client, execute
-from ansible_collections.kubenode.gc.plugins.module_utils._image_gc import ARGUMENT_SPEC, options, run
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_client, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._image_gc import OWN_ARGUMENT_SPEC, options, run
+
+ARGUMENT_SPEC = dict(CRI_COMMON_ARGS, **OWN_ARGUMENT_SPEC)
 
 
 def main():

@@ -1,0 +1,75 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""node_audit's options: each part's options checked by that module's own argument spec and options(), before any read."""
+
+import pytest
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _node_audit as na
+from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import OptionError
+
+
+def opts(**kw):
+    return na.options(params_for(na.ARGUMENT_SPEC, **kw))
+
+
+def test_defaults_are_each_module_s_defaults():
+    o = opts()
+    assert o["container_gc"]["max_per_pod_container"] == 1 and o["container_gc"]["pod_logs_dir"] == "/var/log/pods"
+    assert o["image_gc_prune"]["mode"] == "prune" and o["image_gc_prune"]["min_age"] == "0s"
+    assert o["image_gc_policy"]["ledger_path"] == o["image_gc_prune"]["ledger_path"] == "/var/lib/kubenode-gc/image-ledger.json"
+    assert o["kubelet_drift"] is None and o["runtimes"]["containerd"][1] is None and o["image_pin"] is None
+    assert o["cri_info"]["gather"] == ["runtime", "imagefs", "images", "containers"]
+
+
+def test_null_and_empty_mean_unset_and_the_prune_plan_shares_only_ledger_and_lock():
+    o = opts(image_gc=dict(ledger_path="/x/ledger.json", free_bytes_high="10Gi", inodes_high_threshold_percent=None, lock_timeout=""),
+             kubelet_config=dict(path="", settings={"imageGCHighThresholdPercent": 85}), keep_images=["a:*"], cri_endpoint="unix:///x.sock")
+    assert o["image_gc_policy"]["free_bytes_high"] == "10Gi" and o["image_gc_policy"]["inodes_high_threshold_percent"] is None
+    assert o["image_gc_prune"]["free_bytes_high"] is None and o["image_gc_prune"]["ledger_path"] == "/x/ledger.json"
+    assert o["image_gc_policy"]["lock_timeout"] == 300.0
+    assert o["kubelet"]["path"] is None and o["kubelet_drift"]["settings"] == {"imageGCHighThresholdPercent": 85}
+    assert o["image_pin"]["images"] == ["a:*"] and o["image_pin"]["cri_endpoint"] == "unix:///x.sock"
+    assert o["container_gc"]["cri_endpoint"] == "unix:///x.sock"
+
+
+def test_types_are_converted_as_the_module_would():
+    o = opts(container_gc=dict(max_per_pod_container="3", active_pod_uids=[]), disk_usage=dict(walk_limit="10"))
+    assert o["container_gc"]["max_per_pod_container"] == 3 and o["container_gc"]["active_pod_uids"] == []
+    assert o["disk_usage"]["walk_limit"] == 10
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(image_gc=dict(min_age="1h")), ["image_gc.min_age", "node_audit itself"]),
+    (dict(runtime_config=dict(crio=dict(query_runtime=True))), ["runtime_config.crio.query_runtime"]),
+    (dict(runtime_config=dict(docker={})), ["docker", "containerd and crio"]),
+    (dict(runtime_config=dict(containerd="x")), ["runtime_config.containerd", "dict"]),
+    (dict(container_gc=dict(bogus=1)), ["container_gc", "bogus"]),
+    (dict(container_gc=dict(max_containers="many")), ["container_gc", "max_containers"]),
+    (dict(container_gc=dict(min_age="two minutes")), ["two minutes"]),
+    (dict(prune_min_age="soon"), ["soon"]),
+    (dict(image_gc=dict(cri_endpoint="unix:///y")), ["image_gc.cri_endpoint"]),
+])
+def test_bad_options_fail_with_one_sentence_naming_them(kw, words):
+    with pytest.raises(OptionError) as err:
+        opts(**kw)
+    assert all(w in str(err.value) for w in words), str(err.value)
+
+
+def test_nodefs_is_what_stat_f_prints(tmp_path):
+    import os
+    st = os.statvfs(str(tmp_path))
+    assert na.nodefs(str(tmp_path)) == "%d %d %d %d %d" % (st.f_frsize, st.f_blocks, st.f_bavail, st.f_files, st.f_ffree)
+    assert na.nodefs(str(tmp_path / "missing")) is None
+
+
+def test_gc_timer_state_is_read_next_to_the_ledger(tmp_path):
+    unit = tmp_path / "kubenode-gc.timer"
+    ledger = tmp_path / "state" / "image-ledger.json"
+    assert na.gc_timer(str(unit), str(ledger)) == {"installed": False, "state": ""}
+    unit.write_text("[Timer]\n")
+    assert na.gc_timer(str(unit), str(ledger)) == {"installed": True, "state": ""}
+    ledger.parent.mkdir()
+    (ledger.parent / "gc-timer-state.json").write_text('{"result": "ok"}')
+    assert na.gc_timer(str(unit), str(ledger)) == {"installed": True, "state": '{"result": "ok"}'}
