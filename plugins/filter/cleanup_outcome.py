@@ -12,6 +12,8 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.kubenode.gc.plugins.module_utils._cleanup_policy import complete_interrupted, images_seen
+
 
 def _pairs(value, name):
     if not isinstance(value, (list, tuple)):
@@ -83,31 +85,19 @@ def cleanup_fail_reason(value, stopped=None):
 
 
 def cleanup_images_seen(images):
-    """What a provisional history record keeps of cri_info's images: id, tags and size of each."""
+    """What a provisional history record keeps of cri_info's images: id, tags and size of each (_cleanup_policy)."""
     if not isinstance(images, (list, tuple)):
         raise AnsibleFilterError("cleanup_images_seen expects cri_info's images list, got %s." % type(images).__name__)
-    return [{"id": i.get("id"), "repo_tags": list(i.get("repo_tags") or []), "size": i.get("size")} for i in images if isinstance(i, Mapping)]
-
-
-RECONSTRUCTED = ("reconstructed by the next run: the images this run's node had when it started that were gone when the next run "
-                 "started (removed by this run, or in between by another actor such as the kubelet's own image GC); its container "
-                 "removals are not known")
+    return images_seen(images)
 
 
 def cleanup_interrupted(record, images, now=None):
-    """The history record of an interrupted run, completed: ``images`` are the ones of ``images_before`` that are no longer
-    among the node's ``images`` (cri_info's list now); ``in_progress`` false, so that it is completed once."""
+    """The history record of an interrupted run, completed (_cleanup_policy.complete_interrupted, which kubenode.gc.node_cleanup uses)."""
     if not isinstance(record, Mapping):
         raise AnsibleFilterError("cleanup_interrupted expects a history record dict, got %s." % type(record).__name__)
     if not isinstance(images, (list, tuple)):
         raise AnsibleFilterError("cleanup_interrupted expects cri_info's images list, got %s." % type(images).__name__)
-    present = {i.get("id") for i in images if isinstance(i, Mapping)}
-    before = [i for i in record.get("images_before") or [] if isinstance(i, Mapping)]
-    out = {k: v for k, v in record.items() if k != "images_before"}
-    gone = [dict(i, reason="interrupted_run") for i in before if i.get("id") not in present]
-    out.update(status="interrupted", in_progress=False, images=gone, reconstructed_at=None if now is None else str(now),
-               bytes_freed_estimated=sum(i.get("size") or 0 for i in gone if isinstance(i.get("size"), int)), note=RECONSTRUCTED)
-    return out
+    return complete_interrupted(record, images, now)
 
 
 class FilterModule:

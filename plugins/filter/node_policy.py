@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _gc_policy, _image_gc
+from ansible_collections.kubenode.gc.plugins.module_utils._cleanup_policy import pressure_reasons
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 from ansible_collections.kubenode.gc.plugins.module_utils._findings import at_or_above
 from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import runtime_kind as _pin_kind
 from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config_policy import detect_runtime
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import image_filesystem as _image_filesystem
-from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import usage_percent as _usage_percent
 
 
 def image_gc_policy(kubelet=None, overrides=None, errors="fail", variables=None):
@@ -93,26 +93,13 @@ def imagefs_pressure(value, high, inodes_high=None, free_bytes_high=None):
     same formula over inodes against ``inodes_high``, when set). An empty list when none is reached."""
     fs = image_filesystem(value)
     high, inodes_high = _percent(high, "high"), _percent(inodes_high, "inodes_high")
-    reasons = []
-    usage = fs.get("usage_percent")
-    if _gc_policy.over_high_threshold(usage, high):
-        reasons.append("imagefs usage %d%% is at or above the high threshold %d%%" % (int(usage), high))
+    free_high = None
     if free_bytes_high not in (None, ""):
         try:
             free_high = _image_gc.byte_amount("free_bytes_high", free_bytes_high)
         except KubenodeGcError as exc:
             raise AnsibleFilterError("imagefs_pressure: %s" % exc) from None
-        available, capacity = fs.get("available_bytes"), fs.get("capacity_bytes")
-        if available is not None and capacity:
-            available = min(int(available), int(capacity))
-            if available < free_high:
-                reasons.append("imagefs has %d bytes available, below free_bytes_high %d" % (available, free_high))
-    total, free = fs.get("inodes_total"), fs.get("inodes_free")
-    if inodes_high is not None and total and free is not None:
-        inodes = _usage_percent(int(total), int(free))
-        if inodes >= inodes_high:
-            reasons.append("imagefs inode usage %d%% is at or above the inode high threshold %d%%" % (inodes, inodes_high))
-    return reasons
+    return pressure_reasons(fs, high, inodes_high, free_high)
 
 
 def findings_at_or_above(findings, fail_on="error"):

@@ -173,6 +173,15 @@ def run_part(module, part, params, backend, check_mode=True):
     return result
 
 
+def rpc_totals(results):
+    """The CRI calls of several parts' results, summed per method."""
+    total = {}
+    for result in results:
+        for method, count in ((result.get("rpc_calls") if isinstance(result, dict) else None) or {}).items():
+            total[method] = total.get(method, 0) + count
+    return total
+
+
 def _ok(result):
     return isinstance(result, dict) and not result.get("failed") and not result.get("skipped")
 
@@ -281,6 +290,7 @@ def execute(module):
         warnings = result.get("warnings") if isinstance(result, dict) else None
         for warning in warnings or []:
             module.warn("%s: %s" % (name, warning))
+    calls = rpc_totals(audit.values())
     if audit["cri_info"].get("failed"):
-        module.fail_json(msg=audit["cri_info"]["msg"], audit=audit)
-    module.exit_json(changed=False, audit=audit)
+        module.fail_json(msg=audit["cri_info"]["msg"], audit=audit, rpc_calls=calls)
+    module.exit_json(changed=False, audit=audit, rpc_calls=calls)

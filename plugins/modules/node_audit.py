@@ -127,6 +127,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+rpc_calls:
+  description: CRI calls made by all the parts together, per method (each part's own are in its result).
+  returned: always
+  type: dict
 audit:
   description:
     - Each part's result, as a task registering that module would hold it (V(skipped) with a C(skip_reason) where a part did
