@@ -21,7 +21,8 @@ For each run it measures:
 It prints the marginal CPU seconds per node, (cpu(N) - cpu(1)) / (N - 1), and the executions
 per node, against the targets of issue 25: <= 1.0 CPU-s per node on a small node, <= 1.5 with
 2,000 images. Last, it runs ``kubenode.gc.cleanup`` for real on the N hosts in prune mode (no node
-skipped) and prints the executions per cleaned node (issue 25: at most 3 besides writing the history record). Run as root (the runtime). The machine should be otherwise idle; it says when not.
+skipped) and prints the executions per cleaned node (issue 25: at most 3 besides writing the history
+record). Run as root (the runtime). The machine should be otherwise idle; it says when not.
 """
 
 import argparse

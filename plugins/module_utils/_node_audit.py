@@ -228,9 +228,9 @@ class _Part:  # pylint: disable=too-few-public-methods
         self.run = mod.run
 
 
-PARTS = {name: _Part(mod) for name, mod in (("cri_info", _cri_info), ("kubelet_config", _kubelet_config), ("runtime_config", _runtime_config),
-                                             ("image_gc", _image_gc), ("image_pin", _image_pin), ("container_gc", _container_gc),
-                                             ("disk_usage", _disk_usage))}
+PARTS = {name: _Part(mod) for name, mod in (
+    ("cri_info", _cri_info), ("kubelet_config", _kubelet_config), ("runtime_config", _runtime_config), ("image_gc", _image_gc),
+    ("image_pin", _image_pin), ("container_gc", _container_gc), ("disk_usage", _disk_usage))}
 
 
 def run(module, opts):

@@ -35,7 +35,14 @@ from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COM
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write
 from ansible_collections.kubenode.gc.plugins.module_utils._node_audit import PARTS, _given, part_params, rpc_totals, run_part
-from ansible_collections.kubenode.gc.plugins.module_utils._cleanup_policy import complete_interrupted, images_seen, iso, pressure_reasons, record_name, skip_reason
+from ansible_collections.kubenode.gc.plugins.module_utils._cleanup_policy import (
+    complete_interrupted,
+    images_seen,
+    iso,
+    pressure_reasons,
+    record_name,
+    skip_reason,
+)
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import image_filesystem
 
 IMAGE_GC_SPEC = dict(CRI_COMMON_ARGS, **_image_gc.OWN_ARGUMENT_SPEC)

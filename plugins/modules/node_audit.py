@@ -11,7 +11,7 @@ module: node_audit
 short_description: Everything the kubenode.gc.audit playbook reads from one node, in one execution
 version_added: 0.1.0
 description:
-  - Runs, in one execution on the node and in check mode, what the audit playbook used to run as a dozen tasks:
+  - Runs, in one execution on the node and in check mode, what the audit playbook used to run as a dozen tasks,
     M(kubenode.gc.cri_info) (runtime, image filesystem, images, containers), M(kubenode.gc.kubelet_config) (the effective
     configuration and, with desired settings, the drift), M(kubenode.gc.runtime_config) (the same for the runtime the node
     runs), two M(kubenode.gc.image_gc) plans (the node's policy and prune), M(kubenode.gc.image_pin) (which keep-listed
@@ -36,7 +36,7 @@ options:
         O(kubenode.gc.kubelet_config#module:flag_files), O(kubenode.gc.kubelet_config#module:config_dir)). An option set to
         V(null) counts as unset.
       - With C(settings), the desired KubeletConfiguration keys, the drift is computed too (the module in check mode with
-        those settings): RV(audit.kubelet_config_drift).
+        those settings), in RV(audit.kubelet_config_drift).
     type: dict
     default: {}
   runtime_config:

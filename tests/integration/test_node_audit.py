@@ -52,7 +52,8 @@ def test_node_audit_holds_what_each_module_returns(ansible, runtime, tmp_path):
     assert audit["cri_info"]["runtime"] == cri["runtime"]
     kcfg = ansible.module("kubenode.gc.kubelet_config", dict(path=str(kubelet), flag_files=[str(flags)]))
     assert audit["kubelet_config"]["effective"] == kcfg["effective"]
-    drift = ansible.module("kubenode.gc.kubelet_config", dict(path=str(kubelet), flag_files=[str(flags)], settings=dict(imageGCHighThresholdPercent=85)), check=True)
+    drift = ansible.module("kubenode.gc.kubelet_config", dict(path=str(kubelet), flag_files=[str(flags)],
+                                                              settings=dict(imageGCHighThresholdPercent=85)), check=True)
     assert audit["kubelet_config_drift"]["changed"] is True and drift["changed"] is True
     assert audit["kubelet_config_drift"].get("changes") == drift.get("changes")
     assert audit["runtime_config"]["runtime"] == kind and audit["runtime_config_drift"]["changed"] is False
