@@ -74,6 +74,8 @@ def run(node, tmp_path_factory):
         "kubelet_gc_config_path": str(kubelet),
         "containerd_storage_config_path": runtime.config_path,
         "smoke_results": str(work / "results.json"),
+        "kubenode_gc_cleanup_image_mode": "prune",
+        "kubenode_gc_cleanup_history_dir": str(work / "history"),
     }
     inventory = work / "inventory.json"
     inventory.write_text(json.dumps({"all": {"hosts": {"smoke-node": host}}}))
@@ -142,3 +144,12 @@ def test_audit_report(run):
     assert node["host"] == "smoke-node" and node["status"] == "ok", node
     assert node["runtime"]["name"] == "containerd"
     assert (report_dir / "report.html").stat().st_size > 0
+
+
+def test_cleanup_history_record(run):
+    """The cleanup playbook ran node_cleanup (prune mode: every step) and wrote the node's history record."""
+    records = sorted((run["work"] / "history").glob("*.json"))
+    assert len(records) == 1, run["proc"].stdout[-4000:]
+    record = json.loads(records[0].read_text())
+    assert record["host"] == "smoke-node" and record["status"] == "cleaned" and record.get("in_progress") is None, record
+    assert record["policy"]["image_mode"] == "prune"
