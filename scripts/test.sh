@@ -31,9 +31,10 @@ step() { printf '\n==== %s\n' "$*"; }
 DOCKERD_PIDFILE=/run/kubenode-gc-dockerd.pid
 DOCKER_WAS_UP=0
 docker info >/dev/null 2>&1 && DOCKER_WAS_UP=1
-TREE=""
+TREE="" IMAGES_PID=""
 finish() {
   [ -n "$TREE" ] && rm -rf "$TREE"
+  [ -n "$IMAGES_PID" ] && kill -- "$IMAGES_PID" 2>/dev/null && wait "$IMAGES_PID" 2>/dev/null
   if [ "$DOCKER_WAS_UP" = 0 ] && [ -s "$DOCKERD_PIDFILE" ]; then
     local pid
     pid=$(cat "$DOCKERD_PIDFILE")
@@ -106,6 +107,26 @@ step "fleet audit report: 1,000 synthetic nodes, opened, sorted and filtered in 
 python -m pytest -p no:cacheprovider -s tests/report
 fi
 
+# The node images and the execution environment the fleet and Molecule steps need are built while the integration
+# tests run (debootstrap and dpkg wait on the network and the disk more than on the CPU); wait_images waits for them.
+IMAGES_LOG=""
+if want integration && { want fleet || want molecule; }; then
+  IMAGES_LOG=$(mktemp)
+  echo "(building the node images and the execution environment in the background, log $IMAGES_LOG)"
+  (python -m devtools.cli node-image containerd-1.6 containerd-1.7 containerd-2 crio && bash tests/ee/build.sh) >"$IMAGES_LOG" 2>&1 &
+  IMAGES_PID=$!
+fi
+wait_images() {
+  [ -n "$IMAGES_PID" ] || return 0
+  local rc=0
+  wait "$IMAGES_PID" || rc=$?
+  IMAGES_PID=""
+  echo "---- node images and execution environment (built in the background):"
+  cat "$IMAGES_LOG"
+  rm -f "$IMAGES_LOG"
+  [ "$rc" = 0 ] || { echo "building the node images or the execution environment failed"; exit 1; }
+}
+
 if want integration; then
 step "integration tests (real runtimes: containerd 1.6, 1.7, 2.x, cri-o)"
 # two workers; each runtime's tests stay on one worker (one runtime instance per module)
@@ -114,6 +135,7 @@ fi
 
 if want fleet; then
 step "fleet playbooks on real node containers (docker connection, and SSH with sudo), the audit in the execution environment"
+wait_images
 # every node image at once (in parallel), for the fleet and Molecule
 python -m devtools.cli node-image containerd-1.6 containerd-1.7 containerd-2 crio
 [ -n "$(python -m devtools.cli crio-dir)" ] \
@@ -127,6 +149,7 @@ fi
 
 if want molecule; then
 step "Molecule: every role on real node containers"
+wait_images
 collection_tree
 # starts dockerd when nothing runs it, builds the node images when missing (all at once, in parallel)
 scenarios=${KUBENODE_GC_MOLECULE_SCENARIOS:-node_prereqs kubelet_gc containerd_storage crio_storage gc_timer}
@@ -141,9 +164,38 @@ fi
 KUBENODE_GC_NODE_IMAGES=$(python -m devtools.cli node-image --json "${runtimes[@]}")
 KUBENODE_GC_NODE_IMAGE=$(python -m devtools.cli node-image containerd-1.6)
 export KUBENODE_GC_NODE_IMAGE KUBENODE_GC_NODE_IMAGES KUBENODE_GC_CRIO_DIR
+molecule_lane() {  # molecule_lane LOG SCENARIO...: the scenarios one after the other, into LOG
+  local log=$1 scenario
+  shift
+  for scenario in "$@"; do
+    (cd "$dest" && ANSIBLE_COLLECTIONS_PATH="$TREE" molecule test -s "$scenario") >>"$log" 2>&1 || { echo "FAILED: $scenario" >>"$log"; return 1; }
+  done
+}
+# The scenarios wait on their node containers more than they compute: two lanes at once (their containers have their
+# own names), balanced by their usual length (gc_timer 3, containerd_storage 3, crio_storage 3, kubelet_gc 2,
+# node_prereqs 2 minutes); each lane's log is printed when it ends. KUBENODE_GC_MOLECULE_SCENARIOS: one lane, in order.
+lane_a="" lane_b=""
 for scenario in $scenarios; do
-  (cd "$dest" && ANSIBLE_COLLECTIONS_PATH="$TREE" molecule test -s "$scenario")
+  case "${KUBENODE_GC_MOLECULE_SCENARIOS:+one}:$scenario" in
+    :containerd_storage | :crio_storage) lane_b="$lane_b $scenario" ;;
+    *) lane_a="$lane_a $scenario" ;;
+  esac
 done
+lane_logs=$(mktemp -d)
+status=0
+# shellcheck disable=SC2086  # the lanes are word lists
+{ molecule_lane "$lane_logs/a.log" $lane_a; echo $? >"$lane_logs/a.rc"; } &
+# shellcheck disable=SC2086
+[ -n "$lane_b" ] && { sleep 10; molecule_lane "$lane_logs/b.log" $lane_b; echo $? >"$lane_logs/b.rc"; } &
+wait
+for lane in a b; do
+  [ -f "$lane_logs/$lane.log" ] || continue
+  echo "---- Molecule lane $lane:$(eval echo "\$lane_$lane")"
+  cat "$lane_logs/$lane.log"
+  [ "$(cat "$lane_logs/$lane.rc" 2>/dev/null || echo 1)" = 0 ] || status=1
+done
+rm -rf "$lane_logs"
+[ "$status" = 0 ] || { echo "Molecule failed (see the lanes above)"; exit 1; }
 fi
 
 if want matrix; then
