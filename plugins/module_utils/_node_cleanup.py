@@ -181,7 +181,8 @@ def run(module, opts, check_mode):
     failed = None
     if opts["pin"]:
         out["image_pin"] = run_part(module, PIN_PART, opts["image_pin"], cri_client, check_mode)
-    if opts["containers"]:
+        failed = out["image_pin"] if out["image_pin"].get("failed") else None
+    if failed is None and opts["containers"]:
         out["container_gc"] = run_part(module, PARTS["container_gc"], opts["container_gc"], cri_client, check_mode)
         failed = failed or (out["container_gc"] if out["container_gc"].get("failed") else None)
     if failed is None:

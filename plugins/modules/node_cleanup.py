@@ -21,8 +21,8 @@ description:
     O(only_over_threshold) and O(image_mode=threshold).
   - Otherwise writes a provisional history record (what an interrupted run leaves), then runs, each with its module's own
     code and options, M(kubenode.gc.image_pin) (O(pin)), M(kubenode.gc.container_gc) (O(containers)),
-    M(kubenode.gc.image_gc) and M(kubenode.gc.storage_gc) (O(storage)); a step that fails ends the run (the steps after
-    it do not run) and the module fails with its sentence, returning what every step did.
+    M(kubenode.gc.image_gc) and M(kubenode.gc.storage_gc) (O(storage)); a step that fails, the pin included, ends the run
+    (the steps after it do not run) and the module fails with its sentence, returning what every step did.
   - The final history record is the playbook's to write (RV(record_file)); in check mode nothing is written.
 author:
   - kubenode.gc contributors (@kubenode)
