@@ -11,9 +11,10 @@ type: aggregate
 short_description: Print a per-node table of what kubenode.gc garbage collection removed at the end of each play
 version_added: 0.1.0
 description:
-  - Records the results of M(kubenode.gc.image_gc) and M(kubenode.gc.container_gc) tasks (matched by the task's resolved
-    action, so short names count only when they resolve to this collection), whether they succeeded or failed, and notes
-    hosts that became unreachable.
+  - Records the results of M(kubenode.gc.image_gc) and M(kubenode.gc.container_gc) tasks, and of their steps in
+    M(kubenode.gc.node_cleanup) tasks (the cleanup playbook's; matched by the task's resolved action, so short names count
+    only when they resolve to this collection), whether they succeeded or failed, and notes hosts that became unreachable.
+    M(kubenode.gc.node_audit) is not summarised (it removes nothing; the audit's report is its summary).
   - At the end of every play that ran one of these modules it prints a fixed-width table with one row per host, sorted
     by name, and a totals row. Columns are containers, sandboxes and log paths removed, images removed, bytes freed,
     image filesystem usage before and after, whether the image GC target was reached, and errors.
@@ -37,8 +38,11 @@ from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import apply
 
 IMAGE_GC = "kubenode.gc.image_gc"
 CONTAINER_GC = "kubenode.gc.container_gc"
-ACTIONS = {IMAGE_GC: "image", CONTAINER_GC: "container"}
-SHORT_NAMES = {"image_gc": IMAGE_GC, "container_gc": CONTAINER_GC}
+NODE_CLEANUP = "kubenode.gc.node_cleanup"
+ACTIONS = {IMAGE_GC: "image", CONTAINER_GC: "container", NODE_CLEANUP: "cleanup"}
+SHORT_NAMES = {"image_gc": IMAGE_GC, "container_gc": CONTAINER_GC, "node_cleanup": NODE_CLEANUP}
+# node_cleanup's results of its GC steps, as the table reads them
+CLEANUP_PARTS = (("container_gc", "container"), ("image_gc", "image"))
 COLLECTION = "kubenode.gc"
 
 
@@ -110,10 +114,19 @@ class CallbackModule(CallbackBase):
         self._used = True
         host = _public(result, "host").get_name()
         check_mode = self._task_check_mode(task)
+        parts = [(kind, data, failed)]
+        if kind == "cleanup":
+            # its container and image GC steps; a node it skipped or could not read ran neither (no row, as before)
+            parts = [(part_kind, data[name], bool(data[name].get("failed"))) for name, part_kind in CLEANUP_PARTS if isinstance(data.get(name), dict)]
+            if not parts:
+                return
         rows = self._rows.setdefault(host, {})
         if check_mode not in rows:
             rows[check_mode] = new_row(host, check_mode)
-        apply_result(rows[check_mode], kind, data, failed=failed)
+        for part_kind, part, part_failed in parts:
+            apply_result(rows[check_mode], part_kind, part, failed=part_failed)
+        if failed and rows[check_mode]["status"] == "ok":  # a step the table has no column for failed (the pin, storage GC)
+            apply_result(rows[check_mode], "container", {"msg": data.get("msg")}, failed=True)
 
     def rows(self):
         """Rows for render_table: one per recorded host, plus hosts that became unreachable in the play.

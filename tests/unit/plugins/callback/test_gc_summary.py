@@ -347,3 +347,26 @@ def test_one_table_per_play(plugin):
     second = plugin.recorder.lines[1].strip().splitlines()
     assert second[0] == "GC SUMMARY [second]"
     assert second[2].split()[:2] == ["n", "5"]
+
+
+CLEANUP = "kubenode.gc.node_cleanup"
+
+
+def test_node_cleanup_steps_are_rows_and_skipped_or_unreadable_nodes_are_not(plugin):
+    plugin.v2_runner_on_ok(FakeResult("n1", FakeTask(CLEANUP), {"status": "cleaned", "container_gc": container_result(),
+                                                                 "image_gc": image_result(measured=160 * MiB), "storage_gc": None}))
+    plugin.v2_runner_on_ok(FakeResult("n2", FakeTask(CLEANUP), {"status": "skipped", "container_gc": None, "image_gc": None}))
+    plugin.v2_runner_on_failed(FakeResult("n3", FakeTask(CLEANUP), {"status": "unreadable", "msg": "no socket", "image_gc": None}))
+    plugin.v2_runner_on_failed(FakeResult("n4", FakeTask(CLEANUP), {"status": "failed", "msg": "storage broke", "container_gc": container_result(),
+                                                                     "image_gc": image_result(), "storage_gc": {"failed": True, "msg": "storage broke"}}))
+    plugin.v2_playbook_on_stats(None)
+    lines = output(plugin)
+    assert lines[2].split() == ["n1", "2", "1", "3", "2", "160.0", "MiB", "90%", "→", "82%", "yes", "0"]
+    assert lines[3].split()[0] == "n4" and "failed" in lines[3]
+    assert not any(line.split()[:1] in (["n2"], ["n3"]) for line in lines)
+    assert any("storage broke" in line for line in lines)
+
+
+def test_gc_kind_of_node_cleanup():
+    assert cb.gc_kind(FakeTask(CLEANUP)) == "cleanup"
+    assert cb.gc_kind(FakeTask("kubenode.gc.node_audit")) is None
