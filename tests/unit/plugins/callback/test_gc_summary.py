@@ -353,12 +353,13 @@ CLEANUP = "kubenode.gc.node_cleanup"
 
 
 def test_node_cleanup_steps_are_rows_and_skipped_or_unreadable_nodes_are_not(plugin):
-    plugin.v2_runner_on_ok(FakeResult("n1", FakeTask(CLEANUP), {"status": "cleaned", "container_gc": container_result(),
-                                                                 "image_gc": image_result(measured=160 * MiB), "storage_gc": None}))
+    cleaned = {"status": "cleaned", "container_gc": container_result(), "image_gc": image_result(measured=160 * MiB), "storage_gc": None}
+    plugin.v2_runner_on_ok(FakeResult("n1", FakeTask(CLEANUP), cleaned))
     plugin.v2_runner_on_ok(FakeResult("n2", FakeTask(CLEANUP), {"status": "skipped", "container_gc": None, "image_gc": None}))
     plugin.v2_runner_on_failed(FakeResult("n3", FakeTask(CLEANUP), {"status": "unreadable", "msg": "no socket", "image_gc": None}))
-    plugin.v2_runner_on_failed(FakeResult("n4", FakeTask(CLEANUP), {"status": "failed", "msg": "storage broke", "container_gc": container_result(),
-                                                                     "image_gc": image_result(), "storage_gc": {"failed": True, "msg": "storage broke"}}))
+    broke = {"status": "failed", "msg": "storage broke", "container_gc": container_result(), "image_gc": image_result(),
+             "storage_gc": {"failed": True, "msg": "storage broke"}}
+    plugin.v2_runner_on_failed(FakeResult("n4", FakeTask(CLEANUP), broke))
     plugin.v2_playbook_on_stats(None)
     lines = output(plugin)
     assert lines[2].split() == ["n1", "2", "1", "3", "2", "160.0", "MiB", "90%", "→", "82%", "yes", "0"]
