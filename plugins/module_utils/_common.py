@@ -104,35 +104,44 @@ def params_for(argument_spec, **overrides):
     return params
 
 
-def execute(module, options, run, backend):
-    """The whole main() of a module: options -> backend -> run -> exit_json, or fail_json with one sentence."""
+def run_logic(module, options, run, backend, params, check_mode):
+    """A module's logic on ``params`` without exiting: ``(result, error)``.
+
+    ``error`` is None, or the KubenodeGcError whose one sentence fails the run; ``result`` is then what the run did
+    before it (nothing for a MissingLibraryError). The CRI modules' results carry ``rpc_calls``. execute() is a
+    module's main(); kubenode.gc.node_audit and node_cleanup run their parts through this too.
+    """
     target = None
     try:
         if backend is cri_client:
             require_cri_libraries()
-        opts = options(module.params)
+        opts = options(params)
         target = backend(module, opts)
-        result = run(target, opts, check_mode=module.check_mode)
+        result, error = run(target, opts, check_mode=check_mode), None
     except MissingLibraryError as exc:
         _close(target)
-        module.fail_json(msg=str(exc), exception=exc.exception)
+        return {}, exc
     except KubenodeGcError as exc:
-        partial = dict(exc.result)
-        _finish(module, partial, target, backend)
-        partial.setdefault("changed", False)
-        module.fail_json(msg=str(exc), **partial)
-    _finish(module, result, target, backend)
-    module.exit_json(**result)
+        result, error = dict(exc.result), exc
+    if backend is cri_client:
+        result.setdefault("rpc_calls", dict(target.rpc_calls) if target is not None else {})
+    _close(target)
+    return result, error
 
 
-def _finish(module, result, target, backend):
+def execute(module, options, run, backend):
+    """The whole main() of a module: options -> backend -> run -> exit_json, or fail_json with one sentence."""
+    result, error = run_logic(module, options, run, backend, module.params, module.check_mode)
+    if isinstance(error, MissingLibraryError):
+        module.fail_json(msg=str(error), exception=error.exception)
     for warning in result.pop("warnings", None) or []:
         module.warn(warning)
     if not module._diff:  # pylint: disable=protected-access
         result.pop("diff", None)
-    if backend is cri_client:
-        result.setdefault("rpc_calls", dict(target.rpc_calls) if target is not None else {})
-    _close(target)
+    if error is not None:
+        result.setdefault("changed", False)
+        module.fail_json(msg=str(error), **result)
+    module.exit_json(**result)
 
 
 def _close(target):

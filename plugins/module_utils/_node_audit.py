@@ -30,7 +30,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils import (
     _kubelet_config,
     _runtime_config,
 )
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, MissingLibraryError, config_files, cri_client, require_cri_libraries
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, config_files, cri_client, run_logic
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import runtime_kind as pin_kind
 from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config_policy import detect_runtime
@@ -73,6 +73,18 @@ def _given(value):
     return {key: item for key, item in (value or {}).items() if item is not None and item != ""}
 
 
+def cri_params(params):
+    """The CRI options every part gets; unset ones are left out, so that each part's own default applies."""
+    return {key: params[key] for key in CRI_COMMON_ARGS if params.get(key) is not None}
+
+
+def refuse_own(where, value, own, by):
+    """OptionError naming the first of ``own`` that a part's options (``value``) set: ``by`` (the module) sets it itself."""
+    clash = sorted(set(_given(value)) & set(own))
+    if clash:
+        raise OptionError("%s%s is set by %s itself and cannot be given." % (where, clash[0], by))
+
+
 def part_params(name, argument_spec, given):
     """The options of one part as its module would get them: checked and completed by its argument spec."""
     result = ArgumentSpecValidator(argument_spec).validate(dict(given))
@@ -88,11 +100,8 @@ def options(params):
         if name == "runtime_config":
             given = [("%s.%s." % (name, kind), value) for kind, value in (params.get(name) or {}).items() if isinstance(value, dict)]
         for where, value in given:
-            clash = sorted(set(_given(value)) & set(own + ("cri_endpoint", "cri_timeout")))
-            if clash:
-                raise OptionError("%s%s is set by node_audit itself and cannot be given." % (where, clash[0]))
-    cri = {"cri_endpoint": params.get("cri_endpoint"), "cri_timeout": params.get("cri_timeout")}
-    cri = {key: value for key, value in cri.items() if value is not None}
+            refuse_own(where, value, own + tuple(CRI_COMMON_ARGS), "node_audit")
+    cri = cri_params(params)
     kubelet = _given(params.get("kubelet_config"))
     kubelet_settings = kubelet.pop("settings", None)
     runtimes = params.get("runtime_config") or {}
@@ -120,20 +129,17 @@ def options(params):
     prune = part_params("image_gc", IMAGE_GC_SPEC, dict(shared, mode="prune", min_age=params["prune_min_age"], keep_images=keep, **cri))
     _image_gc.options(prune)  # checked now, before anything is read
     out = dict(
-        cri=cri,
         cri_info=part_params("cri_info", _cri_info.ARGUMENT_SPEC, dict(gather=["runtime", "imagefs", "images", "containers"], **cri)),
         kubelet=part_params("kubelet_config", _kubelet_config.ARGUMENT_SPEC, kubelet),
         kubelet_drift=None if kubelet_settings is None else part_params(
             "kubelet_config", _kubelet_config.ARGUMENT_SPEC, dict(kubelet, settings=kubelet_settings)),
         runtimes=runtime_parts,
-        image_gc_common=gc_common,
         overrides=dict(params.get("image_gc_overrides") or {}),
         image_gc_policy=policy,
         image_gc_prune=prune,
         container_gc=part_params("container_gc", CONTAINER_GC_SPEC, dict(_given(params.get("container_gc")), **cri)),
         disk_usage=part_params("disk_usage", _disk_usage.ARGUMENT_SPEC, dict(_given(params.get("disk_usage")), **cri)),
         image_pin=part_params("image_pin", _image_pin.ARGUMENT_SPEC, dict(images=keep, **cri)) if keep else None,
-        keep_images=keep,
         kubelet_root_dir=params["kubelet_root_dir"],
         gc_timer_unit=params["gc_timer_unit"],
     )
@@ -148,29 +154,23 @@ def _skipped(reason=SKIPPED):
 
 
 def run_part(module, part, params, backend, check_mode=True):
-    """One module's logic, as its task would register it: its result, or ``failed`` and the one sentence (and what it did)."""
-    target = None
-    try:
-        if backend is cri_client:
-            require_cri_libraries()
-        opts = part.options(params)
-        target = backend(module, opts)
-        result = part.run(target, opts, check_mode=check_mode)
-    except MissingLibraryError as exc:
-        return {"changed": False, "failed": True, "msg": str(exc)}
-    except KubenodeGcError as exc:
-        result = dict(exc.result)
-        result.setdefault("changed", False)
-        result.update(failed=True, msg=str(exc))
-    finally:
-        if backend is cri_client and target is not None:
-            target.close()
+    """One module's logic (``part``: its module_utils, with options() and run()), as its task would register it: its
+    result, or ``failed`` and the one sentence with what it did before."""
+    result, error = run_logic(module, part.options, part.run, backend, params, check_mode)
+    if error is not None:
+        result.update(failed=True, msg=str(error))
     result.setdefault("changed", False)
     result.pop("diff", None)
-    if backend is cri_client:
-        result.setdefault("rpc_calls", dict(target.rpc_calls) if target is not None else {})
     result["warnings"] = list(result.get("warnings") or [])
     return result
+
+
+def warn_parts(module, parts):
+    """Warn each part's warnings once, prefixed with the part's name (``parts``: name -> result, or None where it did not run)."""
+    for name, result in parts.items():
+        warnings = result.get("warnings") if isinstance(result, dict) else None
+        for warning in warnings or []:
+            module.warn("%s: %s" % (name, warning))
 
 
 def rpc_totals(results):
@@ -222,15 +222,9 @@ def gc_timer(unit, ledger_path):
     return {"installed": installed, "state": state}
 
 
-class _Part:  # pylint: disable=too-few-public-methods
-    def __init__(self, mod):
-        self.options = mod.options
-        self.run = mod.run
-
-
-PARTS = {name: _Part(mod) for name, mod in (
-    ("cri_info", _cri_info), ("kubelet_config", _kubelet_config), ("runtime_config", _runtime_config), ("image_gc", _image_gc),
-    ("image_pin", _image_pin), ("container_gc", _container_gc), ("disk_usage", _disk_usage))}
+# The parts: the modules' module_utils, each with its options() and run().
+PARTS = {"cri_info": _cri_info, "kubelet_config": _kubelet_config, "runtime_config": _runtime_config, "image_gc": _image_gc,
+         "image_pin": _image_pin, "container_gc": _container_gc, "disk_usage": _disk_usage}
 
 
 def run(module, opts):
@@ -286,10 +280,7 @@ def execute(module):
     except KubenodeGcError as exc:
         module.fail_json(msg=str(exc))
     audit = run(module, opts)
-    for name, result in audit.items():
-        warnings = result.get("warnings") if isinstance(result, dict) else None
-        for warning in warnings or []:
-            module.warn("%s: %s" % (name, warning))
+    warn_parts(module, audit)
     calls = rpc_totals(audit.values())
     if audit["cri_info"].get("failed"):
         module.fail_json(msg=audit["cri_info"]["msg"], audit=audit, rpc_calls=calls)

@@ -32,9 +32,20 @@ from ansible_collections.kubenode.gc.plugins.module_utils import (
     _storage_gc,
 )
 from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, config_files, cri_client
-from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write
-from ansible_collections.kubenode.gc.plugins.module_utils._node_audit import PARTS, _given, part_params, rpc_totals, run_part
+from ansible_collections.kubenode.gc.plugins.module_utils._node_audit import (
+    CONTAINER_GC_SPEC,
+    IMAGE_GC_SPEC,
+    PARTS,
+    _given,
+    cri_params,
+    part_params,
+    refuse_own,
+    rpc_totals,
+    run_part,
+    warn_parts,
+)
 from ansible_collections.kubenode.gc.plugins.module_utils._cleanup_policy import (
     complete_interrupted,
     images_seen,
@@ -45,9 +56,8 @@ from ansible_collections.kubenode.gc.plugins.module_utils._cleanup_policy import
 )
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import image_filesystem
 
-IMAGE_GC_SPEC = dict(CRI_COMMON_ARGS, **_image_gc.OWN_ARGUMENT_SPEC)
-CONTAINER_GC_SPEC = dict(CRI_COMMON_ARGS, **_container_gc.OWN_ARGUMENT_SPEC)
 DEFAULT_HISTORY_DIR = "/var/lib/kubenode-gc/history"
+STEPS = ("image_pin", "container_gc", "image_gc", "storage_gc")  # the steps that may change the node, in order
 IN_PROGRESS = re.compile(r'\s*"in_progress": true')
 RECORD_MAX = 16 << 20
 
@@ -73,8 +83,6 @@ OWN = {
     "container_gc": ("cri_endpoint", "cri_timeout"),
     "kubelet_config": ("settings", "content", "backup", "validate"),
 }
-STORAGE_PART = type("StoragePart", (), {"options": staticmethod(_storage_gc.options), "run": staticmethod(_storage_gc.run)})
-PIN_PART = PARTS["image_pin"]
 
 
 # -- the run ---------------------------------------------------------------------------------------------------------
@@ -82,15 +90,13 @@ PIN_PART = PARTS["image_pin"]
 def options(params):
     """node_cleanup's options, checked with each step's own spec and checks before anything is read or changed."""
     for name, own in OWN.items():
-        clash = sorted(set(_given(params.get(name))) & set(own))
-        if clash:
-            raise OptionError("%s.%s is set by node_cleanup itself and cannot be given." % (name, clash[0]))
-    cri = {key: params.get(key) for key in ("cri_endpoint", "cri_timeout") if params.get(key) is not None}
+        refuse_own(name + ".", params.get(name), own, "node_cleanup")
+    cri = cri_params(params)
     keep = list(params.get("keep_images") or [])
     gc = dict(_given(params.get("image_gc")), keep_images=keep, mode=params["image_mode"], **cri)
     image_gc = part_params("image_gc", IMAGE_GC_SPEC, gc)
-    if image_gc["free_bytes_high"] not in (None, ""):
-        _image_gc.byte_amount("free_bytes_high", image_gc["free_bytes_high"])
+    # free_bytes_high in bytes, for the skip decision (checked now, before anything is read)
+    free_high = None if image_gc["free_bytes_high"] in (None, "") else _image_gc.byte_amount("free_bytes_high", image_gc["free_bytes_high"])
     container_gc = part_params("container_gc", CONTAINER_GC_SPEC, dict(_given(params.get("container_gc")), **cri))
     _container_gc.options(container_gc)
     storage_gc = part_params("storage_gc", _storage_gc.ARGUMENT_SPEC, dict(_given(params.get("storage_gc")), keep_images=keep, **cri))
@@ -102,6 +108,7 @@ def options(params):
         kubelet=part_params("kubelet_config", _kubelet_config.ARGUMENT_SPEC, _given(params.get("kubelet_config"))),
         overrides=dict(params.get("image_gc_overrides") or {}),
         image_gc=image_gc,
+        free_high=free_high,
         container_gc=container_gc,
         storage_gc=storage_gc,
         image_pin=part_params("image_pin", _image_pin.ARGUMENT_SPEC, dict(images=keep, **cri)),
@@ -165,9 +172,8 @@ def run(module, opts, check_mode):
     policy["described"] = _gc_policy.describe_sources(policy)
     out["policy"] = policy
     gc = opts["image_gc"]
-    free_high = _image_gc.byte_amount("free_bytes_high", gc["free_bytes_high"]) if gc["free_bytes_high"] not in (None, "") else None
     if opts["only_over_threshold"] and opts["image_mode"] != "prune" and not pressure_reasons(
-            fs, policy["high_threshold_percent"], gc["inodes_high_threshold_percent"], free_high):
+            fs, policy["high_threshold_percent"], gc["inodes_high_threshold_percent"], opts["free_high"]):
         out.update(status="skipped", reason=skip_reason(out["usage_before"], policy["high_threshold_percent"],
                                                         policy["sources"]["high_threshold_percent"]["from"],
                                                         gc["inodes_high_threshold_percent"], gc["free_bytes_high"]))
@@ -180,7 +186,7 @@ def run(module, opts, check_mode):
         out["changed"] = True
     failed = None
     if opts["pin"]:
-        out["image_pin"] = run_part(module, PIN_PART, opts["image_pin"], cri_client, check_mode)
+        out["image_pin"] = run_part(module, PARTS["image_pin"], opts["image_pin"], cri_client, check_mode)
         failed = out["image_pin"] if out["image_pin"].get("failed") else None
     if failed is None and opts["containers"]:
         out["container_gc"] = run_part(module, PARTS["container_gc"], opts["container_gc"], cri_client, check_mode)
@@ -191,9 +197,9 @@ def run(module, opts, check_mode):
         out["image_gc"] = run_part(module, PARTS["image_gc"], params, cri_client, check_mode)
         failed = out["image_gc"] if out["image_gc"].get("failed") else None
     if failed is None and opts["storage"]:
-        out["storage_gc"] = run_part(module, STORAGE_PART, opts["storage_gc"], cri_client, check_mode)
+        out["storage_gc"] = run_part(module, _storage_gc, opts["storage_gc"], cri_client, check_mode)
         failed = out["storage_gc"] if out["storage_gc"].get("failed") else None
-    out["changed"] = out["changed"] or any((out[k] or {}).get("changed") for k in ("image_pin", "container_gc", "image_gc", "storage_gc"))
+    out["changed"] = out["changed"] or any((out[k] or {}).get("changed") for k in STEPS)
     if failed is not None:
         out.update(status="failed", msg=failed["msg"])
     else:
@@ -211,10 +217,9 @@ def execute(module):
     result = run(module, opts, module.check_mode)
     for warning in result.pop("warnings"):
         module.warn(warning)
-    for name in ("image_pin", "container_gc", "image_gc", "storage_gc"):
-        for warning in (result[name] or {}).get("warnings") or []:
-            module.warn("%s: %s" % (name, warning))
-    result["rpc_calls"] = rpc_totals(result[name] for name in ("image_pin", "container_gc", "image_gc", "storage_gc"))
+    steps = {name: result[name] for name in STEPS}
+    warn_parts(module, steps)
+    result["rpc_calls"] = rpc_totals(steps.values())
     if result["status"] in ("unreadable", "policy_error", "failed"):
         module.fail_json(**result)
     module.exit_json(**result)
