@@ -23,16 +23,8 @@ cd "$ROOT"
 CHECKS=("$@")
 [ "${#CHECKS[@]}" -gt 0 ] || CHECKS=(changelog ee importer docs)
 
-tool_venv() {  # tool_venv DIR REQUIREMENTS -> DIR, (re)created when the requirements changed
-  local dir=$1 req=$2
-  if [ ! -x "$dir/bin/python" ] || ! cmp -s "$req" "$dir/.requirements"; then
-    rm -rf "$dir"
-    /usr/bin/python3 -m venv "$dir"
-    "$dir/bin/pip" install -q --disable-pip-version-check -r "$req" 2>&1 | { grep -v 'is ignored: it is neither a file nor a directory' || true; } >&2
-    cp "$req" "$dir/.requirements"
-  fi
-  echo "$dir"
-}
+# shellcheck source=scripts/tool-venv.sh
+. "$ROOT/scripts/tool-venv.sh"
 
 WORK=$(mktemp -d /tmp/kubenode-gc-release.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT

@@ -76,15 +76,10 @@ build_base() {
   docker import -c 'CMD ["/bin/bash"]' "$tar" "$image" >/dev/null
 }
 
+# shellcheck source=scripts/tool-venv.sh
+. "$ROOT/scripts/tool-venv.sh"
 builder() {
-  local tools=$ROOT/.cache/release-tools req=$ROOT/tests/release/requirements.txt
-  if [ ! -x "$tools/bin/ansible-builder" ] || ! cmp -s "$req" "$tools/.requirements"; then
-    rm -rf "$tools"
-    /usr/bin/python3 -m venv "$tools"
-    "$tools/bin/pip" install -q --disable-pip-version-check -r "$req" 2>&1 | { grep -v 'is ignored: it is neither a file nor a directory' || true; } >&2
-    cp "$req" "$tools/.requirements"
-  fi
-  echo "$tools/bin/ansible-builder"
+  echo "$(tool_venv "$ROOT/.cache/release-tools" "$ROOT/tests/release/requirements.txt")/bin/ansible-builder"
 }
 
 build_ee() {

@@ -33,6 +33,16 @@ from devtools.nodes import make_node, node_images, remove_leftover_nodes
 BIN = os.path.dirname(sys.executable)
 MIB = 1 << 20
 HIGH, LOW = 80, 50
+# the fleet's policy and test speed-ups, the same whatever the connection (test_fleet_ssh.py uses them too)
+POLICY_VARS = {
+    "ansible_python_interpreter": "/usr/bin/python3",
+    "kubelet_gc_image_gc_high_threshold_percent": HIGH,
+    "kubelet_gc_image_gc_low_threshold_percent": LOW,
+    "kubelet_gc_image_minimum_gc_age": "1s",
+    "kubelet_gc_restart": False,
+    "kubenode_gc_container_min_age": "0s",
+    "kubenode_gc_cleanup_image_min_age": "0s",
+}
 NODES = {"node-a": 86, "node-b": 25, "node-c": 84, "node-d": 40}
 RUNTIMES = {"node-a": "crio", "node-b": "containerd-1.6", "node-c": "containerd-2", "node-d": "containerd-1.7"}
 if crio_dir() is None:
@@ -95,17 +105,7 @@ class Fleet:
 
     def write_inventory(self):
         hosts = {name: {"ansible_host": node.name} for name, node in self.nodes.items()}
-        group_vars = {
-            "ansible_connection": "community.docker.docker",
-            "ansible_python_interpreter": "/usr/bin/python3",
-            "kubelet_gc_image_gc_high_threshold_percent": HIGH,
-            "kubelet_gc_image_gc_low_threshold_percent": LOW,
-            "kubelet_gc_image_minimum_gc_age": "1s",
-            "kubelet_gc_restart": False,
-            "kubenode_gc_container_min_age": "0s",
-            "kubenode_gc_cleanup_image_min_age": "0s",
-            "kubenode_gc_report_dir": os.path.join(self.workdir, "report"),
-        }
+        group_vars = dict(POLICY_VARS, ansible_connection="community.docker.docker", kubenode_gc_report_dir=os.path.join(self.workdir, "report"))
         with open(self.inventory, "w", encoding="utf-8") as f:
             yaml.safe_dump({"all": {"children": {"nodes": {"hosts": hosts, "vars": group_vars}}}}, f)
 

@@ -37,7 +37,7 @@ import yaml
 from devtools.fetch import crio_dir
 from devtools.images import ImageSpec
 from devtools.nodes import make_node, node_images, remove_leftover_nodes
-from tests.fleet.test_fleet import HIGH, LOW, MIB, Fleet, fill, image_ids, usage
+from tests.fleet.test_fleet import HIGH, LOW, MIB, POLICY_VARS, Fleet, fill, image_ids, usage
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 USER = "kgc"
@@ -83,13 +83,7 @@ class SshFleet(Fleet):
             "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
             "ansible_ssh_pipelining": pipelining,
             "ansible_become": True,
-            "ansible_python_interpreter": "/usr/bin/python3",
-            "kubelet_gc_image_gc_high_threshold_percent": HIGH,
-            "kubelet_gc_image_gc_low_threshold_percent": LOW,
-            "kubelet_gc_image_minimum_gc_age": "1s",
-            "kubelet_gc_restart": False,
-            "kubenode_gc_container_min_age": "0s",
-            "kubenode_gc_cleanup_image_min_age": "0s",
+            **POLICY_VARS,
             "kubenode_gc_report_dir": report_dir or os.path.join(self.workdir, "report"),
         }
 
