@@ -44,8 +44,27 @@ class Browser:
         self._events = []
 
     def __enter__(self):
-        self.start()
+        # Chromium sometimes dies while it starts on a machine busy with containers (the pipe breaks at the first
+        # message): one more launch, then the error with what it printed.
+        for attempt in (1, 2):
+            try:
+                self.start()
+                return self
+            except OSError as exc:
+                printed = self._stderr_tail()
+                self.close()
+                if attempt == 2:
+                    raise CdpError("chromium died while starting (%s); it printed: %s" % (exc, printed or "nothing")) from None
         return self
+
+    def _stderr_tail(self):
+        if self.profile is None:
+            return ""
+        try:
+            with open(os.path.join(self.profile, "stderr.log"), encoding="utf-8", errors="replace") as f:
+                return f.read()[-2000:]
+        except OSError:
+            return ""
 
     def __exit__(self, *exc):
         self.close()
@@ -67,8 +86,9 @@ class Browser:
             os.dup2(high_w, 4)
 
         args = [self.binary] + FLAGS + ["--user-data-dir=" + self.profile, "--remote-debugging-pipe", "about:blank"]
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     preexec_fn=wire, pass_fds=(3, 4, high_r, high_w))  # pylint: disable=subprocess-popen-preexec-fn
+        with open(os.path.join(self.profile, "stderr.log"), "wb") as stderr:
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                         preexec_fn=wire, pass_fds=(3, 4, high_r, high_w))  # pylint: disable=subprocess-popen-preexec-fn
         os.close(high_r)
         os.close(high_w)
         self._out = to_child_w
