@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 
 # The reference grammar of distribution/reference (domain, path components, tag, digest).
@@ -26,6 +27,7 @@ def is_image_ref(value):
     return bool(IMAGE_REF.match(value))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def normalize_image_ref(ref):
     """Canonical form of an image reference, as runtimes store tags (docker.io/library/x:latest)."""
     if not ref or ref.startswith("sha256:"):
@@ -87,3 +89,18 @@ def keep_matcher(patterns):
         return False
 
     return match
+
+
+UNTAGGED = "<none>"
+
+
+def display_ref(repo_tags, repo_digests):
+    """repository:tag naming an image in reports: its first tag in sorted order, else the repository of its first digest
+    with <none> as tag, else <none>:<none>. Non-text items are ignored."""
+    tags = sorted(t for t in repo_tags or [] if isinstance(t, str))
+    if tags:
+        return tags[0]
+    digests = sorted(d for d in repo_digests or [] if isinstance(d, str))
+    if digests:
+        return digests[0].split("@", 1)[0] + ":" + UNTAGGED
+    return UNTAGGED + ":" + UNTAGGED

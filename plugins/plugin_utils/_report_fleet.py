@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ansible_collections.kubenode.gc.plugins.module_utils._findings import SEVERITIES, sort_findings
+from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import display_ref
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import EVICTION_HARD
 from ansible_collections.kubenode.gc.plugins.module_utils._quantity import QuantityError, parse_quantity
 from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_eviction, _report_gc_targets
@@ -28,7 +29,6 @@ HEALTH = ("critical", "failed", "warning", "ok")
 EVICTION_SIGNAL = "imagefs.available"
 DEFAULT_EVICTION = EVICTION_HARD[EVICTION_SIGNAL]  # the kubelet's evictionHard default for imagefs.available
 TOP_IMAGES = 50
-UNTAGGED = "<none>"
 
 
 def _result(value):
@@ -84,14 +84,11 @@ def _health(node):
 
 
 def _image_key(image):
-    """repository:tag of an image: its first tag in sorted order, else the repository of a digest with <none>."""
-    tags = sorted(t for t in image.get("repo_tags") or [] if isinstance(t, str))
-    if tags:
-        return tags[0]
-    digests = sorted(d for d in image.get("repo_digests") or [] if isinstance(d, str))
-    if digests:
-        return digests[0].split("@", 1)[0] + ":" + UNTAGGED
-    return UNTAGGED + ":" + UNTAGGED
+    """repository:tag of an image (module_utils/_image_ref.display_ref); node_audit's summary rows carry it as ``ref``."""
+    ref = image.get("ref")
+    if isinstance(ref, str):
+        return ref
+    return display_ref(image.get("repo_tags"), image.get("repo_digests"))
 
 
 def split_ref(ref):
