@@ -20,7 +20,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._gc_policy import over
 from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import runtime_kind as pin_kind
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_GC_HIGH_THRESHOLD_PERCENT as DEFAULT_HIGH
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_GC_LOW_THRESHOLD_PERCENT as DEFAULT_LOW
-from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int, check_record, sorted_drift as _drift
+from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int, check_record, expand_summary, sorted_drift as _drift
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 from ansible_collections.kubenode.gc.plugins.plugin_utils._report_fleet import enrich
 from ansible_collections.kubenode.gc.plugins.plugin_utils._report_storage import add as add_storage
@@ -272,7 +272,7 @@ def audit_report(nodes, generated_at=None, policy=None, top_images=50, eviction_
         if not isinstance(node, Mapping) or not node.get("host"):
             raise AnsibleFilterError("audit_report expects every node to be a dict with a host, but item %d is not." % index)
     # the one validation (plugin_utils/_fleet.py): a node whose record has the wrong shape is a failed node, "malformed result"
-    nodes = [check_record(node, node["host"]) for node in nodes]
+    nodes = [expand_summary(check_record(node, node["host"])) for node in nodes]
     out = sorted((_node(node) for node in nodes), key=lambda n: n["host"])
     storage_top = add_storage(out, nodes)  # nodes[].storage and its findings (disk_usage), the fleet's top consumers
     counts = {severity: sum(1 for n in out for f in n["findings"] if f["severity"] == severity) for severity in SEVERITIES}

@@ -102,8 +102,15 @@ RECORD_SPEC = {
     "host": "scalar", "error": "any", "keep_images": ["any"], "metrics_file": "scalar", "nodefs": "scalar",
     "inodes_thresholds": {"high_percent": "number", "low_percent": "number"},
     "drift": [{"component": "scalar", "key": "scalar", "desired": "any", "actual": "any"}],
+    "summary": {"image_columns": ["scalar"], "images": "any"},  # the rows: expand_summary checks them
 }
+# kubenode.gc.node_audit's detail=summary: its image lines ("<id> <ref> <size> <marks>"), the marks, and the part
+# lists the lines stand for
+SUMMARY_COLUMNS = ["id", "ref", "size", "marks"]
+SUMMARY_MARKS = frozenset("upsgrn-")
+SUMMARY_PLANS = (("image_gc_policy", "g"), ("image_gc_prune", "r"))
 _SCALARS = (str, int, float, bool)
+_SCALAR_TYPES = frozenset(_SCALARS)
 
 
 def _number_problem(value):
@@ -177,10 +184,55 @@ def record_problem(record):
 
 def check_record(record, host):
     """The record when its shape is right, else a failed node's record whose error starts with "malformed result"."""
-    if isinstance(record, Mapping) and any(record.get(part) == "" for part in RESULT_SPECS):
+    nullable = set(RESULT_SPECS) | {"summary"}
+    if isinstance(record, Mapping) and any(record.get(part) == "" for part in nullable):
         # a part left out (null) through a template of ansible-core before 2.19, which renders none as ''
-        record = {k: (None if k in RESULT_SPECS and v == "" else v) for k, v in record.items()}
+        record = {k: (None if k in nullable and v == "" else v) for k, v in record.items()}
     problem = record_problem(record)
+    if problem is None:
+        problem = summary_problem(record.get("summary"))
     if problem is None:
         return record
     return {"host": str(host), "error": "%s: %s." % (MALFORMED, problem)}
+
+
+def _ok_part(value, key):
+    return isinstance(value, Mapping) and key not in value and not value.get("failed") and not value.get("skipped")
+
+
+def summary_problem(summary):
+    """None when node_audit's summary (detail=summary) is absent or has the shape expand_summary reads, else a phrase."""
+    if summary is None:
+        return None
+    if list(summary.get("image_columns") or ()) != SUMMARY_COLUMNS:
+        return "record.summary.image_columns is not %s" % " ".join(SUMMARY_COLUMNS)
+    lines = summary.get("images") or []
+    if not isinstance(lines, (list, tuple)):
+        return "record.summary.images is a %s, not a list" % type(lines).__name__
+    for index, line in enumerate(lines):
+        # the lines are many: checked here in one pass, not by the generic walk
+        fields = line.split(" ") if isinstance(line, str) else ()
+        if len(fields) != 4 or not (fields[2].isascii() and fields[2].isdigit()) or not SUMMARY_MARKS.issuperset(fields[3]) or not fields[3]:
+            return "record.summary.images[%d] is not a line <id> <ref> <size> <marks>" % index
+        if len(fields[2]) > 19 and int(fields[2]) > MAX_NUMBER:
+            return "record.summary.images[%d] has a size out of range" % index
+    return None
+
+
+def expand_summary(record):
+    """A checked record (check_record) with node_audit's summary lines (detail=summary) turned back into the lists the
+    report reads: cri_info's ``images`` (each with its ``ref``) and each image_gc plan's ``removed``. A record without a
+    summary is returned as it is."""
+    summary = record.get("summary") if isinstance(record, Mapping) else None
+    if summary is None:
+        return record
+    rows = [line.split(" ") for line in summary.get("images") or ()]
+    record = dict(record)
+    if _ok_part(record.get("cri_info"), "images"):
+        record["cri_info"] = dict(record["cri_info"], images=[
+            {"id": i, "ref": ref, "size": int(size), "in_use": "u" in marks, "pinned": "p" in marks, "sandbox_image": "s" in marks}
+            for i, ref, size, marks in rows if "n" not in marks])
+    for part, mark in SUMMARY_PLANS:
+        if _ok_part(record.get(part), "removed"):
+            record[part] = dict(record[part], removed=[{"id": i, "size": int(size)} for i, _ref, size, marks in rows if mark in marks])
+    return record

@@ -102,3 +102,36 @@ def test_node_audit_refuses_bad_options_before_reading(ansible, runtime, tmp_pat
         assert res.get("failed"), args
         assert all(w in res["msg"] for w in words), res["msg"]
         assert "audit" not in res
+
+
+def test_node_audit_summary_lines_are_the_full_lists(ansible, runtime, tmp_path):
+    """detail=summary: one line per image the runtime holds, its size and marks as the full lists say (issue 25)."""
+    runtime.import_images([ImageSpec("registry.k8s.io/sum-used:1", size=64 << 10), ImageSpec("registry.k8s.io/sum-unused:1", size=64 << 10)])
+    pod = runtime.run_pod("summary", namespace="sum-ns")
+    runtime.add_container(pod, "used", "registry.k8s.io/sum-used:1")
+    args = dict(cri_endpoint=runtime.endpoint, image_gc=dict(ledger_path=str(tmp_path / "ledger.json")),
+                image_gc_overrides=dict(kubenode_gc_cleanup_image_min_age="0s"),
+                container_gc=dict(pod_logs_dir=runtime.pod_logs), disk_usage=dict(pod_logs_dir=runtime.pod_logs, kubelet_root_dir=str(tmp_path)),
+                kubelet_root_dir=str(tmp_path))
+    full = ansible.module("kubenode.gc.node_audit", args)["audit"]
+    res = ansible.module("kubenode.gc.node_audit", dict(args, detail="summary"))
+    assert not res.get("failed"), res.get("msg")
+    summary = res["audit"]["summary"]
+    assert summary["image_columns"] == ["id", "ref", "size", "marks"]
+    assert "images" not in res["audit"]["cri_info"] and "removed" not in res["audit"]["image_gc_prune"]
+    assert "removed" not in res["audit"]["image_gc_policy"]
+    lines = {line.split(" ")[0]: line.split(" ") for line in summary["images"]}
+    images = {i.id: i for i in runtime.client.list_images()}
+    assert sorted(lines) == sorted(images) == ids(full["cri_info"]["images"])
+    prune = {r["id"] for r in full["image_gc_prune"]["removed"]}
+    policy = {r["id"] for r in full["image_gc_policy"]["removed"]}
+    assert prune  # the policy plan's (g) follow it the same way, and are usually none on a test runtime's imagefs
+    for image in full["cri_info"]["images"]:
+        _id, ref, size, marks = lines[image["id"]]
+        assert int(size) == image["size"] == int(images[image["id"]].size)
+        assert ref == sorted(image["repo_tags"])[0] if image["repo_tags"] else ref.endswith(":<none>")
+        assert ("u" in marks) == image["in_use"] and ("s" in marks) == image["sandbox_image"] and ("p" in marks) == image["pinned"]
+        assert ("r" in marks) == (image["id"] in prune) and ("g" in marks) == (image["id"] in policy) and "n" not in marks
+    used = next(line for line in summary["images"] if " registry.k8s.io/sum-used:1 " in line)
+    unused = next(line for line in summary["images"] if " registry.k8s.io/sum-unused:1 " in line)
+    assert "u" in used.rsplit(" ", 1)[1] and "r" not in used.rsplit(" ", 1)[1] and "r" in unused.rsplit(" ", 1)[1]

@@ -833,3 +833,51 @@ def test_a_part_left_out_rendered_empty_by_older_ansible_is_not_malformed():
     nodes[1]["image_pin"] = ""
     report = ar.audit_report(audit_nodes([[n, n["host"]] for n in nodes]), generated_at="2026-11-22T10:00:00Z")
     assert by_host(report)["node-a"]["status"] == "ok"
+
+
+# ---------------------------------------------------------------------------------------------- node_audit detail=summary
+def summarised(record):
+    """A record as the audit playbook collects it from kubenode.gc.node_audit with detail=summary."""
+    from ansible_collections.kubenode.gc.plugins.module_utils._node_audit import summarise
+
+    parts = {k: record[k] for k in ("cri_info", "image_gc_policy", "image_gc_prune") if record.get(k) is not None}
+    folded = summarise(copy.deepcopy(parts))
+    out = dict(record, **{k: folded[k] for k in parts})
+    out["summary"] = folded.get("summary")
+    return out
+
+
+def test_a_summarised_fleet_gives_the_same_report_json_markdown_and_html():
+    """The report from node_audit's summary lines is the report from the full lists, every key and figure (issue 25)."""
+    full = fleet()
+    folded = [summarised(n) for n in full]
+    assert any(n.get("summary") for n in folded)
+    assert all("images" not in (n["cri_info"] or {}) and "removed" not in (n["image_gc_prune"] or {}) for n in folded if n.get("summary"))
+    a, b = build(full), build(folded)
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert audit_render.audit_report_markdown(a) == audit_render.audit_report_markdown(b)
+    assert audit_render.audit_report_html(a) == audit_render.audit_report_html(b)
+
+
+@pytest.mark.parametrize("lines, phrase", [
+    (["sha256:a x:1 12"], "is not a line <id> <ref> <size> <marks>"),
+    (["sha256:a x:1 -3 u"], "is not a line"),
+    (["sha256:a x:1 12 uq"], "is not a line"),
+    (["sha256:a x:1 ١٢ u"], "is not a line"),
+    ([["sha256:a", "x:1", 12, "u"]], "is not a line"),
+    ("sha256:a x:1 12 u", "not a list"),
+    (["sha256:a x:1 %d u" % (2 ** 70)], "size out of range"),
+])
+def test_malformed_summary_lines_make_a_failed_node_naming_them(lines, phrase):
+    record = summarised(fleet()[0])
+    record["summary"] = dict(record["summary"], images=lines)
+    out = ar.audit_report([record], generated_at="2026-11-22T10:00:00Z")
+    (n,) = out["nodes"]
+    assert n["status"] == "failed" and n["error"].startswith("malformed result: record.summary.images") and phrase in n["error"]
+
+
+def test_summary_columns_must_be_the_documented_ones():
+    record = summarised(fleet()[0])
+    record["summary"] = dict(record["summary"], image_columns=["id", "size", "ref", "marks"])
+    (n,) = ar.audit_report([record], generated_at="2026-11-22T10:00:00Z")["nodes"]
+    assert n["status"] == "failed" and "record.summary.image_columns is not id ref size marks" in n["error"]

@@ -73,3 +73,45 @@ def test_gc_timer_state_is_read_next_to_the_ledger(tmp_path):
     ledger.parent.mkdir()
     (ledger.parent / "gc-timer-state.json").write_text('{"result": "ok"}')
     assert na.gc_timer(str(unit), str(ledger)) == {"installed": True, "state": '{"result": "ok"}'}
+
+
+def test_detail_defaults_to_full_and_rejects_other_values():
+    assert opts()["detail"] == "full" and opts(detail="summary")["detail"] == "summary"
+
+
+def _image(i, tags=(), digests=(), **kw):
+    return dict({"id": "sha256:%s" % i, "repo_tags": list(tags), "repo_digests": list(digests), "size": 10, "in_use": False,
+                 "pinned": False, "sandbox_image": False, "used_by": []}, **kw)
+
+
+def test_summary_folds_the_image_lists_into_one_line_per_image():
+    audit = {
+        "cri_info": {"changed": False, "runtime": {"name": "containerd"}, "images": [
+            _image("a", ["reg/pause:3.10"], pinned=True, sandbox_image=True, in_use=True, size=320368),
+            _image("b", ["z/app:2", "a/app:1"], size=7),
+            _image("c", (), ["reg/x@sha256:ff"], size=5),
+            _image("d", size=3),
+        ], "containers": [{"id": "c1"}]},
+        "image_gc_policy": {"changed": True, "removed": [{"id": "sha256:b", "size": 7, "repo_tags": ["z/app:2", "a/app:1"]}], "usage_before": 5},
+        "image_gc_prune": {"changed": True, "removed": [
+            {"id": "sha256:b", "size": 7}, {"id": "sha256:c", "size": 5}, {"id": "sha256:new", "size": 9, "repo_tags": ["late/pull:1"]}]},
+        "container_gc": {"removed_containers": []},
+    }
+    out = na.summarise(audit)
+    assert out["summary"] == {"image_columns": ["id", "ref", "size", "marks"], "images": [
+        "sha256:a reg/pause:3.10 320368 ups", "sha256:b a/app:1 7 gr", "sha256:c reg/x:<none> 5 r", "sha256:d <none>:<none> 3 -",
+        "sha256:new late/pull:1 9 nr"]}
+    assert "images" not in out["cri_info"] and out["cri_info"]["containers"] == [{"id": "c1"}]
+    assert "removed" not in out["image_gc_policy"] and out["image_gc_policy"]["usage_before"] == 5 and "removed" not in out["image_gc_prune"]
+    assert out["container_gc"] == audit["container_gc"] and "images" in audit["cri_info"]  # the input is left as it was
+
+
+def test_summary_lines_keep_four_fields_whatever_a_runtime_reports():
+    out = na.summarise({"cri_info": {"images": [_image("a b", ["odd name:1"]), _image("", [""])]}})
+    assert out["summary"]["images"] == ["sha256:a_b odd_name:1 10 -", "sha256: _ 10 -"]
+    assert all(len(line.split(" ")) == 4 for line in out["summary"]["images"])
+
+
+def test_summary_of_a_failed_audit_is_the_audit():
+    failed = {"cri_info": {"changed": False, "failed": True, "msg": "The runtime at unix:///x.sock is unavailable."}}
+    assert na.summarise(failed) is failed
