@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubenode.gc.plugins.plugin_utils._variables import first_error
+from ansible_collections.kubenode.gc.plugins.plugin_utils._variables import PREFIXES, first_error
 
 
 def variable_error(values):
@@ -24,6 +24,20 @@ def variable_error(values):
     return first_error(dict(values))
 
 
+def fleet_variable_error(hosts, hostvars):
+    """Every host's variables with a kubenode.gc prefix (from ``hostvars``) -> "<host>: <sentence>" for the first host
+    with a wrong one, or "": variable_error for a whole play in one task on the controller."""
+    if not isinstance(hosts, (list, tuple)):
+        raise AnsibleFilterError("fleet_variable_error expects a list of hosts, got %s." % type(hosts).__name__)
+    for host in hosts:
+        variables = hostvars[host]
+        values = {name: variables[name] for name in list(variables.keys()) if name.startswith(PREFIXES)}
+        error = first_error(values)
+        if error:
+            return "%s: %s" % (host, error)
+    return ""
+
+
 class FilterModule:
     def filters(self):
-        return {"variable_error": variable_error}
+        return {"variable_error": variable_error, "fleet_variable_error": fleet_variable_error}

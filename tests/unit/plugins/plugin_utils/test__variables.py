@@ -123,3 +123,15 @@ def test_the_docs_reference_is_generated_from_the_declaration():
 
     with open(os.path.join(ROOT, "docs", "docsite", "rst", "variables.rst"), encoding="utf-8") as f:
         assert f.read() == render(), "run python scripts/gen_variables_doc.py"
+
+
+def test_fleet_variable_error_names_the_first_host_with_a_wrong_variable():
+    from ansible_collections.kubenode.gc.plugins.filter.variable_error import fleet_variable_error
+
+    hostvars = {"a": {"kubenode_gc_keep_images": ["x:*"], "inventory_hostname": "a"},
+                "b": {"kubenode_gc_cleanup_high_threshold_percent": 150, "ansible_host": "b"},
+                "c": {"kubenode_gc_keep_image": []}}
+    assert fleet_variable_error(["a"], hostvars) == ""
+    assert fleet_variable_error(["a", "b", "c"], hostvars) == (
+        "b: kubenode_gc_cleanup_high_threshold_percent=150 is out of range: it must be a percent between 0 and 100.")
+    assert fleet_variable_error(["c"], hostvars).startswith("c: kubenode_gc_keep_image is not a kubenode.gc variable")
