@@ -22,7 +22,8 @@ Each measurement is made --repeat times (default 3, N=1 and N=--hosts interleave
 machine's CPU seconds vary by tens of percent from run to run. It prints the marginal CPU seconds per node,
 (cpu(N) - cpu(1)) / (N - 1), and the executions
 per node, against the targets of issue 25: <= 1.0 CPU-s per node on a small node, <= 1.5 with
-2,000 images. Last, it runs ``kubenode.gc.cleanup`` for real on the N hosts in prune mode (no node
+2,000 images; and, measured in the same runs, what gathering facts (``ansible.builtin.setup``, the
+yardstick the issue names for 1.0) costs per node, with the audit's cost as a multiple of it. Last, it runs ``kubenode.gc.cleanup`` for real on the N hosts in prune mode (no node
 skipped) and prints the executions per cleaned node (issue 25: at most 3 besides writing the history
 record). Run as root (the runtime). The machine should be otherwise idle; it says when not.
 """
@@ -160,15 +161,21 @@ def main():
         rt.add_container(pod, "app", "registry.example/app:1", "running")
         rt.add_container(pod, "job", "registry.example/job:1", "exited")
         bench = Bench(rt, tmp, args.forks)
+        # the yardstick the issue names: what gathering facts (ansible.builtin.setup) costs per node, in the same runs
+        facts = os.path.join(tmp, "facts.yml")
+        with open(facts, "w", encoding="utf-8") as f:
+            yaml.safe_dump([{"name": "Gather facts", "hosts": "all", "gather_facts": True, "tasks": []}], f)
         for kind in ("small", "large"):
             if kind == "large":
                 fill(rt, args.images)
             images = len(rt.client.list_images())
-            ones, manys = [], []
-            for _run in range(args.repeat):  # interleaved, so that a slow spell of the machine hits both sizes
+            ones, manys, setups = [], [], []
+            for _run in range(args.repeat):  # interleaved, so that a slow spell of the machine hits all of them
                 ones.append(bench.audit(1))
                 manys.append(bench.audit(args.hosts))
-            results[kind] = (images, median_run(ones), median_run(manys), [m[0] for m in manys])
+                setups.append((bench.audit(1, facts), bench.audit(args.hosts, facts)))
+            setup = sorted((many[0] - one[0]) / (args.hosts - 1) for one, many in setups)[len(setups) // 2]
+            results[kind] = (images, median_run(ones), median_run(manys), [m[0] for m in manys], setup)
         # the cleanup, for real, every node cleaned (prune mode: no node is skipped), all waves at once: executions only
         # (the hosts share one runtime, so the first node's prune removes what the others then find gone)
         cleanup = bench.audit(args.hosts, "kubenode.gc.cleanup", [
@@ -179,7 +186,7 @@ def main():
           % (args.runtime, args.forks, args.hosts, load, load_average()))
     ok = True
     print("each figure is the median of %d runs" % args.repeat)
-    for kind, (images, one, many, spread) in results.items():
+    for kind, (images, one, many, spread, setup) in results.items():
         marginal = (many[0] - one[0]) / (args.hosts - 1)
         ok = ok and marginal <= TARGETS[kind]
         print("%-5s node, %5d images: N=1 %6.2f CPU-s (%5.1f s wall), N=%d %6.2f CPU-s (%5.1f s wall; runs %s)"
@@ -187,6 +194,8 @@ def main():
         print("      marginal %.2f CPU-s per node (target <= %.1f: %s); executions per node %s"
               % (marginal, TARGETS[kind], "met" if marginal <= TARGETS[kind] else "NOT met",
                  many[2][0] if many[2][0] == many[2][-1] else "%d-%d" % (many[2][0], many[2][-1])))
+        print("      yardstick: gathering facts (ansible.builtin.setup) costs %.2f CPU-s per node in the same runs; the audit "
+              "costs %.2f times that" % (setup, marginal / setup if setup > 0 else float("nan")))
     print("targets: %s" % ("both met" if ok else "NOT met"))
     executions = cleanup[2][0] if cleanup[2][0] == cleanup[2][-1] else "%d-%d" % (cleanup[2][0], cleanup[2][-1])
     print("kubenode.gc.cleanup, N=%d, every node cleaned (prune): executions per node %s, of which 2 write the history record "
