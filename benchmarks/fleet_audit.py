@@ -23,8 +23,8 @@ machine's CPU seconds vary by tens of percent from run to run. It prints the mar
 (cpu(N) - cpu(1)) / (N - 1), and the executions
 per node, against the targets of issue 25: <= 1.0 CPU-s per node on a small node, <= 1.5 with
 2,000 images; and, measured in the same runs, what gathering facts (``ansible.builtin.setup``, the
-yardstick the issue names for 1.0) costs per node, with the audit's cost as a multiple of it. Last, it runs ``kubenode.gc.cleanup`` for real on the N hosts in prune mode (no node
-skipped) and prints the executions per cleaned node (issue 25: at most 3 besides writing the history
+yardstick the issue names for 1.0) costs per node, with the audit's cost as a multiple of it.
+Last, it runs ``kubenode.gc.cleanup`` for real on the N hosts in prune mode (no node skipped) and prints the executions per cleaned node (issue 25: at most 3 besides writing the history
 record). Run as root (the runtime). The machine should be otherwise idle; it says when not.
 """
 
