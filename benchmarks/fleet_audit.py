@@ -18,14 +18,15 @@ For each run it measures:
 * executions on each node: each host's ``ansible_python_interpreter`` is a small wrapper that
   counts its starts, then execs Python; a module execution on a node is one interpreter start
   (tasks delegated to the controller use the controller's interpreter and are not counted).
-Each measurement is made --repeat times (default 3, N=1 and N=--hosts interleaved) and the median is used: this
-machine's CPU seconds vary by tens of percent from run to run. It prints the marginal CPU seconds per node,
-(cpu(N) - cpu(1)) / (N - 1), and the executions
-per node, against the targets of issue 25: <= 1.0 CPU-s per node on a small node, <= 1.5 with
-2,000 images; and, measured in the same runs, what gathering facts (``ansible.builtin.setup``, the
-yardstick the issue names for 1.0) costs per node, with the audit's cost as a multiple of it.
-Last, it runs ``kubenode.gc.cleanup`` for real on the N hosts in prune mode (no node skipped) and prints the executions per cleaned node (issue 25: at most 3 besides writing the history
-record). Run as root (the runtime). The machine should be otherwise idle; it says when not.
+Each measurement is made --repeat times (default 3, N=1 and N=--hosts interleaved) and the median
+is used: this machine's CPU seconds vary by tens of percent from run to run. It prints the marginal
+CPU seconds per node, (cpu(N) - cpu(1)) / (N - 1), and the executions per node, against the targets
+of issue 25: <= 1.0 CPU-s per node on a small node, <= 1.5 with 2,000 images; and, measured in the
+same runs, what gathering facts (``ansible.builtin.setup``, the yardstick the issue names for 1.0)
+costs per node, with the audit's cost as a multiple of it. Last, it runs ``kubenode.gc.cleanup``
+for real on the N hosts in prune mode (no node skipped) and prints the executions per cleaned node
+(issue 25: at most 3 besides writing the history record). Run as root (the runtime). The machine
+should be otherwise idle; it says when not.
 """
 
 import argparse
