@@ -30,10 +30,10 @@ from ansible_collections.kubenode.gc.plugins.module_utils import (
     _kubelet_config,
     _runtime_config,
 )
+from ansible_collections.kubenode.gc.plugins.module_utils._audit_summary import summarise
 from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, config_files, cri_client, run_logic
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import runtime_kind as pin_kind
-from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import display_ref
 from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config_policy import detect_runtime
 
 RUNTIMES = ("containerd", "crio")
@@ -58,14 +58,6 @@ ARGUMENT_SPEC = dict(
     gc_timer_unit=dict(type="path", default=DEFAULT_TIMER_UNIT),
     detail=dict(type="str", default="full", choices=["full", "summary"]),
 )
-
-# detail=summary: one line per image, "<id> <ref> <size> <marks>" (image ids and references hold no spaces), in place of
-# the lists that grow with the images; marks: one letter for each that holds, "-" for none
-IMAGE_COLUMNS = ("id", "ref", "size", "marks")
-MARKS = (("in_use", "u"), ("pinned", "p"), ("sandbox_image", "s"))
-PLAN_MARKS = (("image_gc_policy", "g"), ("image_gc_prune", "r"))
-UNLISTED_MARK = "n"
-SUMMARISED = (("cri_info", "images"), ("image_gc_policy", "removed"), ("image_gc_prune", "removed"))
 
 # The options node_audit sets itself in each part (a user's value there would contradict the audit).
 OWN = {
@@ -280,46 +272,6 @@ def run(module, opts):
         out["image_pin"] = None
     out["container_gc"] = run_part(module, PARTS["container_gc"], opts["container_gc"], cri_client)
     out["disk_usage"] = run_part(module, PARTS["disk_usage"], opts["disk_usage"], cri_client)
-    return out
-
-
-def _field(text):
-    """``text`` as one field of a summary line: runs of white space (no image id or reference has any) become one ``_``,
-    and an empty text is ``_``."""
-    text = str(text)
-    if " " in text or "\t" in text or "\n" in text or not text:
-        return "_".join(text.split()) or "_"
-    return text
-
-
-def summarise(audit):
-    """detail=summary (pure): ``audit`` with cri_info's images and both image_gc plans' removed lists folded into
-    ``summary.images``, one line per image (IMAGE_COLUMNS; marks u/p/s: in use, pinned, sandbox image; g/r: the policy /
-    prune plan removes it; n: cri_info did not list it, as when it was pulled between the two reads), so that a node with
-    thousands of images returns thousands of short strings instead of two lists of dicts."""
-    lists = {}
-    for part, key in SUMMARISED:
-        result = audit.get(part)
-        if isinstance(result, dict) and isinstance(result.get(key), list):
-            lists[part] = result[key]
-    if not lists:
-        return audit
-    rows = {}
-    for image in lists.get("cri_info", ()):
-        rows[image["id"]] = [image["id"], display_ref(image.get("repo_tags"), image.get("repo_digests")), image.get("size"),
-                             "".join(mark for key, mark in MARKS if image.get(key))]
-    for part, mark in PLAN_MARKS:
-        for removed in lists.get(part, ()):
-            row = rows.get(removed["id"])
-            if row is None:
-                row = rows[removed["id"]] = [removed["id"], display_ref(removed.get("repo_tags"), ()), removed.get("size"), UNLISTED_MARK]
-            row[3] += mark
-    out = dict(audit)
-    for part, key in SUMMARISED:
-        if part in lists:
-            out[part] = {k: v for k, v in audit[part].items() if k != key}
-    out["summary"] = {"image_columns": list(IMAGE_COLUMNS),
-                      "images": ["%s %s %d %s" % (_field(i), _field(ref), size or 0, marks or "-") for i, ref, size, marks in rows.values()]}
     return out
 
 

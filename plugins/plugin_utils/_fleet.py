@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from ansible_collections.kubenode.gc.plugins.module_utils import _audit_summary as summary_format
+
 DRIFT_KEYS = ("component", "key", "desired", "actual")
 # config module result (in the audit record) -> the component its drift belongs to (None: the runtime the result names)
 DRIFT_PARTS = (("kubelet_config", "kubelet"), ("runtime_config", None))
@@ -104,13 +106,9 @@ RECORD_SPEC = {
     "drift": [{"component": "scalar", "key": "scalar", "desired": "any", "actual": "any"}],
     "summary": {"image_columns": ["scalar"], "images": "any"},  # the rows: expand_summary checks them
 }
-# kubenode.gc.node_audit's detail=summary: its image lines ("<id> <ref> <size> <marks>"), the marks, and the part
-# lists the lines stand for
-SUMMARY_COLUMNS = ["id", "ref", "size", "marks"]
-SUMMARY_MARKS = frozenset("upsgrn-")
-SUMMARY_PLANS = (("image_gc_policy", "g"), ("image_gc_prune", "r"))
+# the record keys a template of ansible-core before 2.19 may hold as '' for null
+NULLABLE = frozenset(RESULT_SPECS) | {"summary"}
 _SCALARS = (str, int, float, bool)
-_SCALAR_TYPES = frozenset(_SCALARS)
 
 
 def _number_problem(value):
@@ -184,10 +182,9 @@ def record_problem(record):
 
 def check_record(record, host):
     """The record when its shape is right, else a failed node's record whose error starts with "malformed result"."""
-    nullable = set(RESULT_SPECS) | {"summary"}
-    if isinstance(record, Mapping) and any(record.get(part) == "" for part in nullable):
+    if isinstance(record, Mapping) and any(record.get(part) == "" for part in NULLABLE):
         # a part left out (null) through a template of ansible-core before 2.19, which renders none as ''
-        record = {k: (None if k in nullable and v == "" else v) for k, v in record.items()}
+        record = {k: (None if k in NULLABLE and v == "" else v) for k, v in record.items()}
     problem = record_problem(record)
     if problem is None:
         problem = summary_problem(record.get("summary"))
@@ -204,15 +201,15 @@ def summary_problem(summary):
     """None when node_audit's summary (detail=summary) is absent or has the shape expand_summary reads, else a phrase."""
     if summary is None:
         return None
-    if list(summary.get("image_columns") or ()) != SUMMARY_COLUMNS:
-        return "record.summary.image_columns is not %s" % " ".join(SUMMARY_COLUMNS)
+    if tuple(summary.get("image_columns") or ()) != summary_format.COLUMNS:
+        return "record.summary.image_columns is not %s" % " ".join(summary_format.COLUMNS)
     lines = summary.get("images") or []
     if not isinstance(lines, (list, tuple)):
         return "record.summary.images is a %s, not a list" % type(lines).__name__
     for index, line in enumerate(lines):
         # the lines are many: checked here in one pass, not by the generic walk
         fields = line.split(" ") if isinstance(line, str) else ()
-        if len(fields) != 4 or not (fields[2].isascii() and fields[2].isdigit()) or not SUMMARY_MARKS.issuperset(fields[3]) or not fields[3]:
+        if len(fields) != 4 or not (fields[2].isascii() and fields[2].isdigit()) or not summary_format.ALL_MARKS.issuperset(fields[3]) or not fields[3]:
             return "record.summary.images[%d] is not a line <id> <ref> <size> <marks>" % index
         if len(fields[2]) > 19 and int(fields[2]) > MAX_NUMBER:
             return "record.summary.images[%d] has a size out of range" % index
@@ -230,9 +227,9 @@ def expand_summary(record):
     record = dict(record)
     if _ok_part(record.get("cri_info"), "images"):
         record["cri_info"] = dict(record["cri_info"], images=[
-            {"id": i, "ref": ref, "size": int(size), "in_use": "u" in marks, "pinned": "p" in marks, "sandbox_image": "s" in marks}
-            for i, ref, size, marks in rows if "n" not in marks])
-    for part, mark in SUMMARY_PLANS:
+            dict({"id": i, "ref": ref, "size": int(size)}, **{key: mark in marks for key, mark in summary_format.MARKS})
+            for i, ref, size, marks in rows if summary_format.UNLISTED not in marks])
+    for part, mark in summary_format.PLAN_MARKS:
         if _ok_part(record.get(part), "removed"):
             record[part] = dict(record[part], removed=[{"id": i, "size": int(size)} for i, _ref, size, marks in rows if mark in marks])
     return record
