@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Benchmark (not a test): image_gc and container_gc on a large node, against crictl and the raw RPC floor.
 
-    python -m benchmarks.gc_scale [--images 2000] [--containers 10000] [--exited 7000] [--runtime containerd-1.6|...]
+    python -m benchmarks.gc_scale [--images 2000] [--containers 10000] [--exited 7000] [--short] [--runtime containerd-1.6|...]
 
 One run, one runtime (containerd 1.6 by default). The node holds ``--images`` unused images and
 ``--containers`` dead containers in 100 pods (``--exited`` of them exited, the others created and never started), as
@@ -15,7 +15,7 @@ It prints, each measured in this run:
    full node); target: (full - empty) <= 10x the floor;
 2. peak RSS of a fresh Python process running each check-mode plan on the full node; target <= 150 MB;
 3. ``image_gc`` prune of the images in-module against ``crictl rmi --prune`` of a set of the same size;
-   target: <= crictl + 1 s;
+   target: <= crictl + 1 s, and the ratio of the two, measured in this run (image_gc's removal path named);
 4. ``container_gc`` removing every dead container (their pods are gone: ``active_pod_uids: []``) against
    serial ``RemoveContainer`` over a separate set of ``--serial`` containers; target: >= 10x the serial rate.
    For both it prints how busy the machine's cores were and the CPU time spent outside this process (the runtime,
@@ -23,7 +23,9 @@ It prints, each measured in this run:
    N / T a second, whatever the client does.
 5. ``disk_usage`` in-module on the full node (its own ``elapsed_seconds``, median of 3); target: <= 2 s
    (``--disk-usage-only`` builds the fixture, measures it and stops);
-Run as root (tmpfs, the runtime). Building the fixture takes a few minutes.
+``--short`` (scripts/test.sh's bench step): 300 images, 100 dead containers (50 exited), 20 serial; every line.
+Nothing is asserted: a regression shows as a ratio. Run as root (tmpfs, the runtime). Building the full fixture takes a
+few minutes.
 """
 
 import argparse
@@ -43,7 +45,7 @@ from devtools.collection import REPO, make_importable  # noqa: E402  pylint: dis
 
 make_importable()
 
-from benchmarks.image_gc_prune import find_crictl, import_set, timed  # noqa: E402  pylint: disable=wrong-import-position
+from benchmarks.image_gc_prune import find_crictl, import_set, removal_path, timed  # noqa: E402  pylint: disable=wrong-import-position
 from devtools import runtimes  # noqa: E402  pylint: disable=wrong-import-position
 from devtools.images import ImageSpec  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -177,13 +179,17 @@ def cpu_line(cpu, removals):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--images", type=int, default=2000)
-    parser.add_argument("--containers", type=int, default=10000)
-    parser.add_argument("--serial", type=int, default=500, help="containers removed one at a time for the serial rate")
-    parser.add_argument("--exited", type=int, default=7000, help="how many of --containers are exited (the others are created)")
+    parser.add_argument("--images", type=int, default=None, help="default 2000 (300 with --short)")
+    parser.add_argument("--containers", type=int, default=None, help="default 10000 (100 with --short)")
+    parser.add_argument("--serial", type=int, default=None, help="containers removed one at a time for the serial rate (default 500, 20 with --short)")
+    parser.add_argument("--exited", type=int, default=None, help="how many of --containers are exited, the others are created (default 7000, 50 with --short)")
     parser.add_argument("--runtime", default=runtimes.DEFAULT, choices=runtimes.NAMES)
     parser.add_argument("--disk-usage-only", action="store_true", help="build the fixture, measure disk_usage, stop")
+    parser.add_argument("--short", action="store_true", help="a small node (the test command's mode): every line, small sizes")
     args = parser.parse_args()
+    for name, full, short in (("images", 2000, 300), ("containers", 10000, 100), ("serial", 500, 20), ("exited", 7000, 50)):
+        if getattr(args, name) is None:
+            setattr(args, name, short if args.short else full)
     crictl = find_crictl()
     out = {}
     with runtimes.make(args.runtime, imagefs_size="2G") as rt, tempfile.TemporaryDirectory() as tmp:
@@ -225,7 +231,7 @@ def main():
         client = type(rt.client)(rt.endpoint)
         opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, mode="prune", min_age="0s", ledger_path=os.path.join(tmp, "prune.json")))
         out["prune"], result = timed(lambda: _image_gc.run(client, opts))
-        pruned = len(result["removed"])
+        pruned, prune_calls = len(result["removed"]), dict(client.rpc_calls)
         if crictl:
             import_set(rt, "scale-crictl", args.images)
             out["crictl"] = timed(lambda: subprocess.run([crictl, "--runtime-endpoint", rt.endpoint, "--image-endpoint", rt.endpoint, "rmi", "--prune"],
@@ -248,6 +254,8 @@ def main():
     if crictl:
         print("crictl rmi --prune (%5d)         : %8.2f s   image_gc - crictl: %+.2f s (target <= +1 s)" % (
             args.images, out["crictl"], out["prune"] - out["crictl"]))
+        print("image_gc prune / crictl, same run  : %8.2f    (removal path: %s; load average %.2f on %d cores)" % (
+            out["prune"] / out["crictl"], removal_path(prune_calls), os.getloadavg()[0], os.cpu_count() or 1))
     print("serial RemoveContainer (%5d)     : %8.2f s   (%.0f/s)   %s" % (
         args.serial, out["serial"], serial_rate, cpu_line(out["serial_cpu"], args.serial)))
     print("container_gc (%5d removed)       : %8.2f s   (%.0f/s)   %s" % (

@@ -97,12 +97,15 @@ class EmbeddedContainerd(EmbeddedRuntime):
     socket_name = "containerd.sock"
 
     def __init__(self, workdir=None, imagefs_size="128M", sandbox_image=SANDBOX_IMAGE, socket=None, bin_dir=None, line="1.6", name=None,
-                 imagefs_inodes=None):
+                 imagefs_inodes=None, config_name="config.toml", root_state_flags=False):
         super().__init__(workdir=workdir, imagefs_size=imagefs_size, sandbox_image=sandbox_image, socket=socket, imagefs_inodes=imagefs_inodes)
         self.bin_dir = bin_dir
         self.line = line
         self.name = name or "containerd-%s" % line
-        self.config_path = os.path.join(self.workdir, "config.toml")
+        # config_name: the config file's name in the work directory (containerd reads it through --config);
+        # root_state_flags: root and state given as --root/--state, the file naming other (unused) directories
+        self.config_path = os.path.join(self.workdir, config_name)
+        self.root_state_flags = root_state_flags
         self._version = None
 
     @property
@@ -129,8 +132,8 @@ class EmbeddedContainerd(EmbeddedRuntime):
         with open(self.config_path, "w", encoding="utf-8") as f:
             f.write(
                 template.format(
-                    root=self.root,
-                    state=self.state,
+                    root=os.path.join(self.workdir, "unused-root") if self.root_state_flags else self.root,
+                    state=os.path.join(self.workdir, "unused-state") if self.root_state_flags else self.state,
                     socket=self.socket,
                     workdir=self.workdir,
                     sandbox_image=self.sandbox_image,
@@ -139,7 +142,8 @@ class EmbeddedContainerd(EmbeddedRuntime):
             )
 
     def command(self):
-        return [self.binary("containerd"), "--config", self.config_path]
+        flags = ["--root", self.root, "--state", self.state] if self.root_state_flags else []
+        return [self.binary("containerd"), "--config", self.config_path] + flags
 
     def daemon_env(self):
         if not self.bin_dir:

@@ -28,11 +28,13 @@ PACKAGE = "ansible_collections.kubenode.gc.plugins.module_utils."
 FILES = (
     ("cri_api.proto", "_cri_api_pb2", ()),
     ("containerd_images.proto", "_containerd_images_pb2", ("empty_pb2", "field_mask_pb2")),
-    ("containerd_content.proto", "_containerd/_content_pb2", ("empty_pb2", "timestamp_pb2")),
-    ("containerd_snapshots.proto", "_containerd/_snapshots_pb2", ("empty_pb2", "timestamp_pb2")),
+    ("containerd_content.proto", "_containerd/_content_pb2", ("empty_pb2", "field_mask_pb2", "timestamp_pb2")),
+    ("containerd_snapshots.proto", "_containerd/_snapshots_pb2", ("empty_pb2", "field_mask_pb2", "timestamp_pb2")),
     ("containerd_leases.proto", "_containerd/_leases_pb2", ("empty_pb2", "timestamp_pb2")),
     ("containerd_namespaces.proto", "_containerd/_namespaces_pb2", ()),
     ("containerd_containers.proto", "_containerd/_containers_pb2", ()),
+    ("containerd_introspection.proto", "_containerd/_introspection_pb2", ()),
+    ("containerd_sandbox.proto", "_containerd/_sandbox_pb2", ()),
 )
 GENERATOR = "grpcio-tools==1.51.3"
 

@@ -7,10 +7,11 @@
 
 """disk_usage: options and run (the I/O); the attribution itself is _storage_policy's (pure).
 
-Reads: CRI Version, ImageFsInfo and ListContainerStats (one call for every writable layer); on
-containerd its own API (_containerd._inventory); statvfs of the image filesystem and of the kubelet's
-root; bounded walks of the pod log and pod volume directories (``walk_limit`` entries in all, and
-the result says which walk stopped early).
+Reads: CRI Version, ImageFsInfo and ListContainerStats (one call for every writable layer), ListPodSandbox,
+ListContainers and ContainerStatus per container (its log path); on containerd its own API
+(_containerd._inventory); statvfs of the image filesystem and of the kubelet's root; bounded walks of
+the containers' log directories, of the pod log directories the CRI names none in, and of the pod
+volume directories (``walk_limit`` entries in all, and the result says which walk stopped early).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _crio_storage, _snapshot, _storage_policy
+from ansible_collections.kubenode.gc.plugins.module_utils import _containerd_collector, _crio_storage, _snapshot, _storage_policy
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _inventory
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd._client import ContainerdClient
 from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_options
@@ -87,13 +88,102 @@ def pod_dirs(parent):
 
 
 def pod_logs(walker, logs_dir):
-    """Per pod log directory (<namespace>_<pod>_<uid>): {"namespace", "name", "bytes"}."""
+    """Per pod log directory (<namespace>_<pod>_<uid>) of ``logs_dir``: {"namespace", "name", "id", "bytes", "dev"}."""
     out = []
     for name in pod_dirs(logs_dir):
-        size, _complete = walker.size(os.path.join(logs_dir, name))
+        path = os.path.join(logs_dir, name)
+        size, _complete = walker.size(path)
         namespace, _sep, rest = name.partition("_")
-        out.append({"namespace": namespace, "name": rest.rsplit("_", 1)[0] if "_" in rest else rest, "id": name, "bytes": size})
+        out.append({"namespace": namespace, "name": rest.rsplit("_", 1)[0] if "_" in rest else rest, "id": name, "bytes": size, "dev": _dev(path)})
     return out
+
+
+def log_dirs(client):
+    """{pod sandbox id: (pod metadata, [directories of its containers' log files])} from the CRI (ContainerStatus's log path)."""
+    pods = {s.id: s.metadata for s in client.list_pod_sandbox()}
+    sandbox_of = {c.id: c.pod_sandbox_id for c in client.list_containers()}
+    out = {}
+    for cid, status in _snapshot.container_statuses(client, list(sandbox_of), concurrency=None):
+        if status is None:
+            continue  # removed since the list
+        path, sandbox = status.log_path, sandbox_of[cid]
+        if path and os.path.isabs(path) and sandbox in pods:
+            out.setdefault(sandbox, (pods[sandbox], set()))[1].add(os.path.dirname(os.path.normpath(path)))
+    return out
+
+
+def container_logs(walker, client, logs_dir):
+    """Per pod, the bytes of its containers' log directories, where the runtime writes them (the CRI's log paths); then
+    the pod directories of ``logs_dir`` (the fallback) that hold none of those. [{"namespace", "name", "id", "bytes", "dev"}]"""
+    found = log_dirs(client)
+    walked = _Walked()
+    out = []
+    for sandbox in sorted(found, key=lambda s: (found[s][0].namespace, found[s][0].name, s)):
+        meta, dirs = found[sandbox]
+        total, dev = 0, None
+        for path in sorted(dirs):
+            if walked.inside(path):
+                continue
+            size, _complete = walker.size(path)
+            walked.add(path)
+            total += size
+            dev = _dev(path) if dev is None else dev
+        out.append({"namespace": meta.namespace, "name": meta.name, "id": "%s_%s_%s" % (meta.namespace, meta.name, meta.uid), "bytes": total, "dev": dev})
+    for item in pod_logs(_Skipping(walker, walked), logs_dir):
+        if not walked.overlaps(os.path.join(logs_dir, item["id"])):
+            out.append(item)
+    return out
+
+
+class _Walked:
+    """The directories already walked, resolved, with every ancestor of each: whether a path lies in one of them, or holds
+    one, costs the path's depth, not the number walked (a node has a log directory per container)."""
+
+    def __init__(self):
+        self.paths = set()
+        self.ancestors = set()
+
+    def add(self, path):
+        real = os.path.realpath(path)
+        self.paths.add(real)
+        for up in _lineage(real):
+            self.ancestors.add(up)
+
+    def inside(self, path):
+        """``path`` is a walked directory or lies below one."""
+        return any(up in self.paths for up in _lineage(os.path.realpath(path)))
+
+    def overlaps(self, path):
+        """``path`` lies in a walked directory, or holds one."""
+        return os.path.realpath(path) in self.ancestors or self.inside(path)
+
+
+def _lineage(real):
+    """A resolved path, then each of its parents up to the root."""
+    while True:
+        yield real
+        parent = os.path.dirname(real)
+        if parent == real:
+            return
+        real = parent
+
+
+class _Skipping:
+    """A Walker that counts nothing in or above the directories already walked (a ``_Walked``)."""
+
+    def __init__(self, walker, walked):
+        self.walker = walker
+        self.walked = walked
+
+    def size(self, top):
+        if self.walked.overlaps(top):
+            return 0, True
+        return self.walker.size(top)
+
+
+def _on(items, dev):
+    """The log objects on the filesystem ``dev``, without their device."""
+    return [{k: v for k, v in item.items() if k != "dev"} for item in items if item["dev"] == dev]
 
 
 def pod_volumes(walker, kubelet_root):
@@ -132,8 +222,7 @@ def run(client, opts, check_mode=False):
     walker = Walker(opts["walk_limit"])
     # the runtime gathers every container's stats while containerd's own lists are read
     stats = client.call_async("ListContainerStats")
-    logs = pod_logs(walker, opts["pod_logs_dir"])
-    logs_dev = _dev(opts["pod_logs_dir"])
+    logs = container_logs(walker, client, opts["pod_logs_dir"])
     root_dev = _dev(opts["kubelet_root_dir"])
     now = time.time_ns()
     # with a split image filesystem (cri-o's imagestore) the writable layers live on the container filesystem
@@ -145,19 +234,21 @@ def run(client, opts, check_mode=False):
     if runtime["name"] == "containerd":
         api = ContainerdClient(client)
         inventory = _inventory.read(api)
-        _inventory.fill_usage(api, inventory, _storage_policy.needs_usage(inventory))
         writable = [] if split else writable_layers(stats)
-        categories = _storage_policy.attribute(inventory, used, writable, logs if logs_dev == image_dev else None, now)
+        # the CRI measures its containers' writable layers; the others' (ctr, nerdctl, sandboxes) are snapshots.Usage's
+        _inventory.fill_usage(api, inventory, _storage_policy.needs_usage(inventory, {w["id"] for w in writable}))
+        categories = _storage_policy.attribute(inventory, used, writable, _on(logs, image_dev), now,
+                                               _containerd_collector.major(version.runtime_version))
         not_visible = []
     else:
         writable = [] if split else writable_layers(stats)
         storage = _crio_storage.read(_crio_storage.roots([fs["mountpoint"] for fs in filesystems]))
         if storage["unreadable"] or not storage["images"]:
-            categories = _crio_categories(client, used, writable, logs if logs_dev == image_dev else None)
+            categories = _crio_categories(client, used, writable, _on(logs, image_dev))
             not_visible = list(CRIO_NOT_VISIBLE) + ["unreferenced_snapshots"]
             what = "the CRI's image sizes (containers/storage's files %s are not readable)" % ", ".join(storage["unreadable"] or ["(none found)"])
         else:
-            categories = _crio_storage.attribute(storage, used, writable, logs if logs_dev == image_dev else None)
+            categories = _crio_storage.attribute(storage, used, writable, _on(logs, image_dev))
             not_visible = list(CRIO_NOT_VISIBLE)
             what = "containers/storage's images and layers (unreferenced_snapshots: layers no image or container references)"
         result["warnings"].append(
@@ -168,7 +259,7 @@ def run(client, opts, check_mode=False):
         node_used, _dev_ = used_bytes(opts["kubelet_root_dir"])
         volumes = pod_volumes(walker, opts["kubelet_root_dir"])
         result["nodefs"] = {"mountpoint": _mountpoint(opts["kubelet_root_dir"]), "used_bytes": node_used,
-                            "categories": _storage_policy.nodefs_categories(node_used, volumes, logs if logs_dev == root_dev else None)}
+                            "categories": _storage_policy.nodefs_categories(node_used, volumes, _on(logs, root_dev))}
     result["walks_stopped_early"] = list(walker.stopped)
     if walker.stopped:
         result["warnings"].append("The directory walks stopped after walk_limit (%d) entries in %s; their bytes are partly unaccounted."

@@ -5,12 +5,14 @@
 
 # This file is private to the kubenode.gc collection; it is not a public API.
 
-"""storage_gc: options and run (lock, read containerd's metadata, plan, free, let containerd's GC collect, measure).
+"""storage_gc: options and run (lock, read containerd's metadata, plan, remove roots, let containerd's GC collect, measure).
 
-The plan is _storage_policy.plan (pure). Removals go through containerd's own API: content.Abort for
-ingests, leases.Delete, images.Delete, snapshots.Remove (children before parents); then one
-synchronous garbage collection (a transient lease deleted with ``sync``), so the freed bytes are
-measured with statvfs after containerd has collected what the removals released.
+The plan is _storage_policy.plan (pure). The module removes roots only, through containerd's own API:
+content.Abort for ingests, leases.Delete, images.Delete, and (release_gc_roots) snapshots.Update or
+content.Update without the gc.root label. It never deletes a blob or a snapshot: one synchronous
+garbage collection (a transient lease deleted with ``sync``) then frees what only those roots kept;
+the run lists containerd's metadata again to report what the collection really removed, and
+measures the freed bytes with statvfs.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import math
 import os
 import time
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _ledger, _storage_policy
+from ansible_collections.kubenode.gc.plugins.module_utils import _containerd_collector, _ledger, _storage_policy
 from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _inventory
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd._client import ContainerdClient, ContainerdError
@@ -31,7 +33,8 @@ from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import image
 CRIO_WARNING = ("storage_gc does not act on %s: containers/storage has no API to free its storage safely while the runtime "
                 "runs; drain the node, stop the kubelet and cri-o, run 'crio wipe' and start them again.")
 SYNC_LEASE_PREFIX = "kubenode-gc-storage-gc-"
-SYNC_LEASE_TTL_SECONDS = 600
+# the plan's steps the module carries out itself; the others are what containerd's collection then frees
+ACTION_KINDS = _storage_policy.ROOT_KINDS + (_storage_policy.RELEASE_KIND,)
 
 
 def options(params):
@@ -63,6 +66,7 @@ def options(params):
     if not (math.isfinite(params["lock_timeout"]) and params["lock_timeout"] >= 0):
         raise OptionError("lock_timeout must be a finite number of seconds, 0 or more, got %s." % params["lock_timeout"])
     opts["lock_timeout"] = params["lock_timeout"]
+    opts["release_gc_roots"] = bool(params["release_gc_roots"])
     return opts
 
 
@@ -78,33 +82,40 @@ def run(client, opts, check_mode=False):
         result["supported"] = False
         result["warnings"].append(CRIO_WARNING % version.runtime_name)
         return result
+    gc_major = _containerd_collector.major(version.runtime_version)
     if check_mode:
-        _run_locked(client, opts, True, result)
+        _run_locked(client, opts, True, result, gc_major)
         return result
     lock_warnings = []
     with _ledger.NodeLock(_ledger.node_lock_path(client.endpoint), opts["lock_timeout"], what="storage_gc", warnings=lock_warnings):
-        _run_locked(client, opts, False, result)
+        _run_locked(client, opts, False, result, gc_major)
     result["warnings"][:0] = lock_warnings
     return result
 
 
-def _run_locked(client, opts, check_mode, result):
+def _key(step):
+    return (step["kind"], step["namespace"], step.get("snapshotter"), step["id"])
+
+
+def _run_locked(client, opts, check_mode, result, gc_major):
     imagefs = image_filesystem(read_imagefs(client))
     if imagefs is None:
         raise KubenodeGcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint, result=result)
     api = ContainerdClient(client)
     inventory = _inventory.read(api)
-    _inventory.fill_usage(api, inventory, _storage_policy.needs_usage(inventory, cri_container_snapshots=False))
+    _inventory.fill_usage(api, inventory, _storage_policy.needs_usage(inventory))
     # listed after containerd's metadata: a sandbox started since has a lease the plan cannot have seen
     sandboxes = [s.id for s in client.list_pod_sandbox()]
     steps = _storage_policy.plan(inventory, opts["namespaces"], keep_matcher(opts["keep_images"]), opts["ingest_max_age"],
-                                 opts["lease_max_age"], time.time_ns(), sandboxes=sandboxes)
-    result["plan"] = [{k: s[k] for k in ("kind", "namespace", "id", "bytes")} for s in steps]
+                                 opts["lease_max_age"], time.time_ns(), sandboxes=sandboxes, gc_major=gc_major,
+                                 release_gc_roots=opts["release_gc_roots"])
+    result["plan"] = [_shown(s) for s in steps]
     if check_mode or not steps:
         return
     before = _used(imagefs["mountpoint"])
     result["already_gone"] = []
-    for step in steps:
+    actions = [s for s in steps if s["kind"] in ACTION_KINDS]
+    for step in actions:
         try:
             _free(api, step)
         except ContainerdError as exc:
@@ -115,10 +126,25 @@ def _run_locked(client, opts, check_mode, result):
             result["freed_bytes"] = before - _used(imagefs["mountpoint"])
             raise KubenodeGcError("storage_gc stopped at %s %s in namespace %s: %s" % (step["kind"], step["id"], step["namespace"], exc),
                                   result=result) from None
-        result["removed"].append({k: step[k] for k in ("kind", "namespace", "id", "bytes")})
+        result["removed"].append(_shown(step))
         result["changed"] = True
-    _collect(api, steps[0]["namespace"])
+    api.collect_garbage(steps[0]["namespace"], SYNC_LEASE_PREFIX)
+    # what containerd's collection really removed: the planned objects no longer listed
+    left = _storage_policy.present(_inventory.read(api))
+    for step in steps:
+        if step["kind"] in ACTION_KINDS:
+            continue
+        if _key(step) in left:
+            result["warnings"].append("containerd's garbage collection kept %s %s in namespace %s, which the plan expected it to free."
+                                      % (step["kind"], step["id"], step["namespace"]))
+        else:
+            result["removed"].append(_shown(step))
+            result["changed"] = True
     result["freed_bytes"] = before - _used(imagefs["mountpoint"])
+
+
+def _shown(step):
+    return {k: step[k] for k in ("kind", "namespace", "id", "bytes", "snapshotter") if k in step}
 
 
 def _free(api, step):
@@ -129,16 +155,10 @@ def _free(api, step):
         api.delete_lease(ns, step["id"], sync=False)
     elif kind == "image":
         api.delete_image(ns, step["id"], sync=False)
-    elif kind == "snapshot":
-        api.remove_snapshot(ns, step["snapshotter"], step["id"])
-
-
-def _collect(api, namespace):
-    """Run containerd's garbage collection now: create a transient lease and delete it with ``sync``."""
-    lease_id = "%s%d-%d" % (SYNC_LEASE_PREFIX, os.getpid(), time.time_ns())
-    expire = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + SYNC_LEASE_TTL_SECONDS))
-    api.create_lease(namespace, lease_id, {_storage_policy.LEASE_EXPIRE: expire})
-    api.delete_lease(namespace, lease_id, sync=True)
+    elif kind == _storage_policy.RELEASE_KIND and step.get("snapshotter") is not None:
+        api.remove_snapshot_label(ns, step["snapshotter"], step["id"], _storage_policy.GC_ROOT)
+    elif kind == _storage_policy.RELEASE_KIND:
+        api.remove_content_label(ns, step["id"], _storage_policy.GC_ROOT)
 
 
 # The module's options (plugins/modules/storage_gc.py documents them); here so that kubenode.gc.node_audit runs it too.
@@ -149,4 +169,5 @@ ARGUMENT_SPEC = dict(
     ingest_max_age=dict(type="str", default="1h"),
     lease_max_age=dict(type="str"),
     lock_timeout=dict(type="float", default=300.0),
+    release_gc_roots=dict(type="bool", default=False),
 )

@@ -9,99 +9,44 @@
 
 The input is an inventory of containerd's metadata, as ``_containerd._inventory`` reads it::
 
-    {namespace: {"images": [{"name", "target"}],
-                 "content": {digest: {"size", "labels"}},
-                 "ingests": [{"ref", "offset", "total", "started_ns", "updated_ns"}],
-                 "snapshots": {(snapshotter, key): {"parent", "kind", "labels", "size"}},
+    {namespace: {"images": [{"name", "target", "labels"}],
+                 "content": {digest: {"size", "labels", "created_ns"}},
+                 "ingests": [{"ref", "offset", "total", "expected", "started_ns", "updated_ns"}],
+                 "snapshots": {(snapshotter, key): {"parent", "kind", "labels", "created_ns", "size"}},
                  "leases": [{"id", "created_ns", "labels", "resources": [(type, id)]}],
-                 "containers": [{"id", "image", "snapshotter", "snapshot_key", "labels"}]}}
+                 "containers": [{"id", "image", "snapshotter", "snapshot_key", "labels"}],
+                 "sandboxes": [{"id", "labels"}]}}
 
-References follow containerd's own garbage collector (metadata/gc.go): an image references its
-target blob; a blob or snapshot references what its ``containerd.io/gc.ref.content*`` and
-``containerd.io/gc.ref.snapshot.<snapshotter>`` labels name; a snapshot references its parent; a
-container references its snapshot and its labels' references; a lease references its resources.
-Every byte is counted once, in the first category that claims it, in this order: k8s_images,
-other_namespace_images, writable_layers, leased, unreferenced_snapshots. A blob is one file in the
-shared content store, so a blob held in k8s.io and in another namespace counts in k8s_images;
-snapshots are per namespace on disk.
+What references what is _containerd_collector's model of containerd's own garbage collector (one
+source for both modules). Every byte is counted once, in the first category that claims it, in this
+order: k8s_images, other_namespace_images, writable_layers, leased, unreferenced_snapshots (first the
+objects a ``containerd.io/gc.root`` label keeps, then those nothing references). A blob is one file in
+the shared content store, so a blob held in k8s.io and in another namespace counts in k8s_images;
+snapshots are per namespace on disk; an ingest is per namespace on disk.
+
+storage_gc's plan removes roots only (stale ingests, expired or old leases, images of the listed
+namespaces and, when asked, the gc.root labels nothing else backs); the blobs and snapshots it lists
+after them are the collector's prediction of what containerd's own collection then frees.
 """
 
 from __future__ import annotations
 
-import calendar
-import re
+from ansible_collections.kubenode.gc.plugins.module_utils import _containerd_collector as gc
 
 CRI_NAMESPACE = "k8s.io"
 CATEGORIES = ("k8s_images", "other_namespace_images", "writable_layers", "container_logs", "stale_ingests", "leased",
               "unreferenced_snapshots", "unaccounted")
 NODEFS_CATEGORIES = ("pod_volumes", "container_logs", "unaccounted")
-REF_CONTENT = "containerd.io/gc.ref.content"
-REF_SNAPSHOT = "containerd.io/gc.ref.snapshot."
-GC_ROOT = "containerd.io/gc.root"
-LEASE_EXPIRE = "containerd.io/gc.expire"
+LEASE_EXPIRE = gc.GC_EXPIRE
+GC_ROOT = gc.GC_ROOT
+parse_rfc3339 = gc.parse_rfc3339
 OBJECTS_SHOWN = 10  # the largest objects listed per category
-# the kinds of storage_gc's plan, in the order they are freed
-PLAN_KINDS = ("ingest", "lease", "image", "snapshot")
-
-
-def label_refs(labels, snapshotter_default=None):
-    """(content digests, (snapshotter, key) pairs) that gc.ref labels name."""
-    contents, snaps = [], []
-    for key, value in labels.items():
-        if key.startswith(REF_CONTENT):
-            contents.append(value)
-        elif key.startswith(REF_SNAPSHOT):
-            snapshotter = key[len(REF_SNAPSHOT):].split("/", 1)[0] or snapshotter_default
-            snaps.append((snapshotter, value))
-    return contents, snaps
-
-
-def reach(ns, content_roots, snapshot_roots):
-    """Blobs and snapshots of namespace record ``ns`` reachable from the given roots: (set of digests, set of (snapshotter, key))."""
-    content, snapshots = ns["content"], ns["snapshots"]
-    seen_c, seen_s = set(), set()
-    todo_c, todo_s = list(content_roots), list(snapshot_roots)
-    while todo_c or todo_s:
-        while todo_c:
-            digest = todo_c.pop()
-            if digest in seen_c or digest not in content:
-                continue
-            seen_c.add(digest)
-            more_c, more_s = label_refs(content[digest]["labels"])
-            todo_c += more_c
-            todo_s += more_s
-        while todo_s:
-            ref = todo_s.pop()
-            if ref in seen_s or ref not in snapshots:
-                continue
-            seen_s.add(ref)
-            snap = snapshots[ref]
-            if snap["parent"]:
-                todo_s.append((ref[0], snap["parent"]))
-            more_c, more_s = label_refs(snap["labels"], ref[0])
-            todo_c += more_c
-            todo_s += more_s
-    return seen_c, seen_s
-
-
-def lease_roots(lease):
-    """(digests, snapshot refs, ingest refs) a lease holds."""
-    contents, snaps, ingests = [], [], []
-    for kind, rid in lease["resources"]:
-        if kind == "content":
-            contents.append(rid)
-        elif kind.startswith("snapshots/"):
-            snaps.append((kind.split("/", 1)[1], rid))
-        elif kind == "ingests":
-            ingests.append(rid)
-    return contents, snaps, ingests
-
-
-def container_roots(container):
-    contents, snaps = label_refs(container["labels"])
-    if container["snapshot_key"]:
-        snaps.append((container["snapshotter"], container["snapshot_key"]))
-    return contents, snaps
+# the kinds of storage_gc's plan, in the order they come: the roots the module removes, then the labels it removes,
+# then what containerd's collection frees (predicted)
+ROOT_KINDS = ("ingest", "lease", "image")
+RELEASE_KIND = "gc_root"
+COLLECTED_KINDS = ("content", "snapshot")
+PLAN_KINDS = ROOT_KINDS + (RELEASE_KIND,) + COLLECTED_KINDS
 
 
 def image_groups(ns):
@@ -118,52 +63,34 @@ def image_groups(ns):
 
 def expired(lease, now_ns):
     """True when a lease's containerd.io/gc.expire label (RFC 3339) lies before ``now_ns``; False without one or unparsable."""
-    expire = expire_ns(lease)
-    return expire is not None and expire < now_ns
-
-
-def expire_ns(lease):
-    text = lease["labels"].get(LEASE_EXPIRE)
-    return parse_rfc3339(text) if text else None
-
-
-def parse_rfc3339(text):
-    """RFC 3339 (as Go's time.RFC3339 writes it) -> ns since the epoch, or None."""
-    m = re.match(r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$", text.strip())
-    if not m:
-        return None
-    y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
-    frac = m.group(7) or ""
-    seconds = calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0))
-    zone = m.group(8)
-    if zone not in ("Z", "z"):
-        sign = 1 if zone[0] == "+" else -1
-        seconds -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
-    nanos = int((frac[1:] + "000000000")[:9]) if frac else 0
-    return seconds * 1000000000 + nanos
+    return gc.expired(lease["labels"], now_ns)
 
 
 class _Claims:
-    """Bytes claimed so far: each blob (global) and snapshot (per namespace) counts once."""
+    """Bytes claimed so far: each blob (by digest, one file for every namespace) and snapshot (per namespace) counts once."""
 
     def __init__(self, inventory):
         self.inventory = inventory
         self.content = set()
         self.snapshots = set()
 
-    def take(self, namespace, digests, snaps):
-        ns = self.inventory[namespace]
+    def take(self, nodes):
         total = 0
-        for digest in digests:
-            if digest not in self.content:
-                self.content.add(digest)
-                total += ns["content"][digest]["size"]
-        for ref in snaps:
-            key = (namespace,) + ref
-            if key not in self.snapshots:
-                self.snapshots.add(key)
-                total += ns["snapshots"][ref].get("size") or 0
+        for node in sorted(nodes):
+            if node[0] == "content":
+                info = self.inventory[node[1]]["content"].get(node[2])
+                if info is not None and node[2] not in self.content:
+                    self.content.add(node[2])
+                    total += info["size"]
+            elif node[0] == "snapshot":
+                snap = self.inventory[node[1]]["snapshots"].get(node[2:])
+                if snap is not None and node[1:] not in self.snapshots:
+                    self.snapshots.add(node[1:])
+                    total += snap.get("size") or 0
         return total
+
+    def claimed(self, node):
+        return node[2] in self.content if node[0] == "content" else node[1:] in self.snapshots
 
 
 def summarise(items):
@@ -172,17 +99,17 @@ def summarise(items):
     return {"bytes": sum(o["bytes"] for o in items), "objects": items[:OBJECTS_SHOWN]}
 
 
-def needs_usage(inventory, cri_container_snapshots=True):
-    """The snapshots whose size attribution needs (snapshots.Usage): every one but the active snapshots of
-    k8s.io containers, whose writable layers the CRI's ListContainerStats measures. [(namespace, snapshotter, key)]"""
+def needs_usage(inventory, cri_containers=()):
+    """The snapshots whose size attribution needs (snapshots.Usage): every one but the active snapshots of the
+    k8s.io containers in ``cri_containers`` (ids), whose writable layers the CRI's ListContainerStats measures.
+    [(namespace, snapshotter, key)]"""
     skip = set()
-    if cri_container_snapshots:
-        for c in inventory.get(CRI_NAMESPACE, {}).get("containers", ()):
-            if c["snapshot_key"]:
-                skip.add((CRI_NAMESPACE, c["snapshotter"], c["snapshot_key"]))
+    for c in inventory.get(CRI_NAMESPACE, {}).get("containers", ()):
+        if c["id"] in cri_containers and c["snapshot_key"]:
+            skip.add((CRI_NAMESPACE, c["snapshotter"], c["snapshot_key"]))
     out = []
     for namespace in sorted(inventory):
-        for ref, snap in sorted(inventory[namespace]["snapshots"].items()):
+        for ref in sorted(inventory[namespace]["snapshots"]):
             if (namespace,) + ref not in skip:
                 out.append((namespace,) + ref)
     return out
@@ -193,10 +120,15 @@ def _namespaces(inventory):
     return [n for n in [CRI_NAMESPACE] + sorted(n for n in inventory if n != CRI_NAMESPACE) if n in inventory]
 
 
-def objects(inventory, now_ns):
-    """Every object of the containerd categories, each with the bytes it alone holds, in claim order (the one walk
-    attribute() and plan() share): {category: [object]}. Image objects carry ``names`` (every record) and ``in_use``
-    (a container of its namespace was created from one of them); unreferenced snapshots come children first."""
+def _age(now_ns, then_ns):
+    return max(0, (now_ns - then_ns) // 1000000000) if then_ns else None
+
+
+def objects(inventory, now_ns, gc_major=2, cri_containers=()):
+    """Every object of the containerd categories, each with the bytes it alone holds, in claim order:
+    {category: [object]}. Image objects carry ``names`` (every record) and ``in_use`` (a container of its
+    namespace was created from one of them). The k8s.io containers of ``cri_containers`` (ids) are claimed but
+    not listed: the CRI's stats measure their writable layers."""
     claims = _Claims(inventory)
     out = {"k8s_images": [], "other_namespace_images": [], "writable_layers": [], "stale_ingests": [], "leased": [],
            "unreferenced_snapshots": []}
@@ -206,50 +138,69 @@ def objects(inventory, now_ns):
         used = {c["image"] for c in ns["containers"]}
         category = "k8s_images" if namespace == CRI_NAMESPACE else "other_namespace_images"
         for shown, names, target in image_groups(ns):
-            size = claims.take(namespace, *reach(ns, [target], []))
+            size = claims.take(gc.reach(inventory, [("image", namespace, n) for n in names], gc_major))
             out[category].append({"namespace": namespace, "name": shown, "id": target, "bytes": size, "names": names,
                                   "in_use": bool(used & set(names))})
     for namespace in namespaces:
         ns = inventory[namespace]
         for c in ns["containers"]:
-            # k8s.io containers' active snapshots have no size here: the CRI measures them (attribute's ``writable``)
-            size = claims.take(namespace, *reach(ns, *container_roots(c)))
-            if namespace != CRI_NAMESPACE:
+            size = claims.take(gc.reach(inventory, gc.container_refs(namespace, c, gc_major), gc_major))
+            if not (namespace == CRI_NAMESPACE and c["id"] in cri_containers):
                 out["writable_layers"].append({"namespace": namespace, "id": c["id"], "name": c["image"], "bytes": size})
-    seen = set()
+        for sb in ns.get("sandboxes", ()):
+            size = claims.take(gc.reach(inventory, gc.label_refs(namespace, sb["labels"], gc_major), gc_major))
+            if size:
+                out["writable_layers"].append({"namespace": namespace, "id": sb["id"], "name": None, "bytes": size})
     for namespace in namespaces:
         for ing in inventory[namespace]["ingests"]:
-            if ing["ref"] not in seen:
-                seen.add(ing["ref"])
-                out["stale_ingests"].append({"namespace": namespace, "id": ing["ref"], "bytes": ing["offset"], "total_bytes": ing["total"],
-                                             "age_seconds": _age(now_ns, ing["started_ns"]), "idle_seconds": _age(now_ns, ing["updated_ns"])})
+            out["stale_ingests"].append({"namespace": namespace, "id": ing["ref"], "bytes": ing["offset"], "total_bytes": ing["total"],
+                                         "age_seconds": _age(now_ns, ing["started_ns"]), "idle_seconds": _age(now_ns, ing["updated_ns"])})
     for namespace in namespaces:
         ns = inventory[namespace]
         for lease in sorted(ns["leases"], key=lambda item: item["id"]):
-            contents, snaps, _ingests = lease_roots(lease)
-            out["leased"].append({"namespace": namespace, "id": lease["id"], "bytes": claims.take(namespace, *reach(ns, contents, snaps)),
+            flat = gc.GC_FLAT in lease["labels"]
+            held = [(r, flat and r[0] != "ingest") for r in gc.lease_resources(namespace, lease)]
+            out["leased"].append({"namespace": namespace, "id": lease["id"], "bytes": claims.take(gc.reach(inventory, held, gc_major)),
                                   "expires": lease["labels"].get(LEASE_EXPIRE), "expired": expired(lease, now_ns),
                                   "age_seconds": _age(now_ns, lease["created_ns"])})
-    for namespace in namespaces:
-        ns = inventory[namespace]
-        for ref in _leaves_first(ns, unreferenced_snapshots(inventory, namespace, claims.snapshots)):
-            out["unreferenced_snapshots"].append({"namespace": namespace, "id": ref[1], "snapshotter": ref[0],
-                                                  "bytes": claims.take(namespace, (), [ref]),
-                                                  "gc_root": GC_ROOT in ns["snapshots"][ref]["labels"]})
+    rest = out["unreferenced_snapshots"]
+    for gc_root in (True, False):
+        for namespace in namespaces:
+            for node in _stored(inventory, namespace):
+                info = _info(inventory, node)
+                if claims.claimed(node) or (gc_root and GC_ROOT not in info["labels"]):
+                    continue
+                size = claims.take(gc.reach(inventory, [node], gc_major) if gc_root else [node])
+                item = {"namespace": namespace, "kind": node[0], "id": node[-1], "bytes": size, "gc_root": gc_root,
+                        "age_seconds": _age(now_ns, info.get("created_ns"))}
+                if node[0] == "snapshot":
+                    item["snapshotter"] = node[2]
+                rest.append(item)
     return out
+
+
+def _stored(inventory, namespace):
+    """The blob and snapshot nodes of a namespace."""
+    ns = inventory[namespace]
+    return [("content", namespace, d) for d in sorted(ns["content"])] + [("snapshot", namespace) + ref for ref in sorted(ns["snapshots"])]
+
+
+def _info(inventory, node):
+    ns = inventory[node[1]]
+    return ns["content"][node[2]] if node[0] == "content" else ns["snapshots"][node[2:]]
 
 
 # keys of objects() that only the plan needs
 _INTERNAL = ("names", "in_use")
 
 
-def attribute(inventory, used_bytes, writable, logs, now_ns):
+def attribute(inventory, used_bytes, writable, logs, now_ns, gc_major=2):
     """The image filesystem's categories.
 
-    ``writable``: [{"namespace", "id", "name", "bytes"}] of the CRI's containers (ListContainerStats);
-    ``logs``: [{"namespace", "name", "id", "bytes"}] per pod, or None when the logs are on another filesystem.
-    Returns {category: {"bytes", "objects"}}; ``unaccounted`` has no objects."""
-    cats = objects(inventory, now_ns)
+    ``writable``: [{"namespace", "id", "name", "bytes"}] of the CRI's containers (ListContainerStats), whose k8s.io
+    containers are not measured again; ``logs``: [{"namespace", "name", "id", "bytes"}] per pod, or None when the logs
+    are on another filesystem. Returns {category: {"bytes", "objects"}}; ``unaccounted`` has no objects."""
+    cats = objects(inventory, now_ns, gc_major, cri_containers={w["id"] for w in writable})
     cats["writable_layers"] += [dict(w) for w in writable]
     cats["container_logs"] = list(logs or [])
     result = {}
@@ -259,31 +210,6 @@ def attribute(inventory, used_bytes, writable, logs, now_ns):
     return result
 
 
-def unreferenced_snapshots(inventory, namespace, claimed):
-    """Snapshots of a namespace that no image, container or lease reaches (each a (snapshotter, key)).
-
-    ``claimed``: {(namespace, snapshotter, key)} already reached; any descendant of a reached snapshot is
-    not reached through it, so a chain kept only by a gc.root label on its top is unreferenced whole."""
-    ns = inventory[namespace]
-    reached = set()
-    images = [t for _s, _n, t in image_groups(ns)]
-    roots_c, roots_s = list(images), []
-    for c in ns["containers"]:
-        cc, cs = container_roots(c)
-        roots_c += cc
-        roots_s += cs
-    for lease in ns["leases"]:
-        lc, ls, _li = lease_roots(lease)
-        roots_c += lc
-        roots_s += ls
-    _digests, reached = reach(ns, roots_c, roots_s)
-    return [ref for ref in ns["snapshots"] if ref not in reached and (namespace,) + ref not in claimed]
-
-
-def _age(now_ns, then_ns):
-    return max(0, (now_ns - then_ns) // 1000000000) if then_ns else None
-
-
 def nodefs_categories(used_bytes, volumes, logs):
     """The kubelet root filesystem's categories (pod_volumes, container_logs, unaccounted)."""
     result = {"pod_volumes": summarise(volumes), "container_logs": summarise(logs or [])}
@@ -291,53 +217,98 @@ def nodefs_categories(used_bytes, volumes, logs):
     return result
 
 
-def plan(inventory, namespaces, keep, ingest_max_age_ns, lease_max_age_ns, now_ns, sandboxes=()):
-    """storage_gc's plan: [{kind, namespace, id, bytes}] in the order they are freed (plus ``snapshotter`` for snapshots).
+def plan(inventory, namespaces, keep, ingest_max_age_ns, lease_max_age_ns, now_ns, sandboxes=(), gc_major=2, release_gc_roots=False):
+    """storage_gc's plan: [{kind, namespace, id, bytes}] (plus ``snapshotter`` for snapshots), in this order:
 
-    ``namespaces``: the containerd namespaces whose images go; ``keep``: a predicate on an image
-    record ({"id", "repo_tags", "repo_digests"}) or None; ages in ns (``ingest_max_age_ns`` None: no ingest;
-    ``lease_max_age_ns`` None: only expired leases); ``sandboxes``: ids of the CRI's pod sandboxes, whose k8s.io
-    leases (containerd 2.x holds the image volumes of a pod through a lease named after its sandbox) are never
-    planned. Bytes are each object's share as ``attribute`` counts it; an image with several names is planned once
-    per name, its bytes on the first."""
-    full = objects(inventory, now_ns)
+    - the roots the module removes: ``ingest`` (idle longer than ``ingest_max_age_ns``, in each namespace on its own),
+      ``lease`` (expired, or created longer ago than ``lease_max_age_ns`` when set; never the k8s.io lease of a live
+      pod sandbox of ``sandboxes``: containerd 2.x holds a pod's image volumes through a lease named after it) and
+      ``image`` (every name of the images of ``namespaces`` but k8s.io, except those ``keep`` matches, a predicate on
+      {"id", "repo_tags", "repo_digests"}, and those a container of their namespace was created from);
+    - with ``release_gc_roots``, ``gc_root``: the blobs and snapshots whose containerd.io/gc.root label is the only
+      thing that would keep them once those roots are gone (the module removes the label);
+    - ``content``, ``snapshot`` (and, on 2.x, expired ``image`` records, ``lease`` and ``ingest`` the collector removes
+      by itself): what containerd's collection then frees, as the collector model predicts it.
+
+    ``bytes`` is what the object itself takes on disk: an ingest's written bytes, a snapshot's usage, a blob's size
+    (on its last record: a blob is one file for every namespace); 0 for the records and labels, whose bytes are in
+    what the collection frees. So the plan's bytes add up to what the run frees."""
     steps = []
-    for ing in full["stale_ingests"]:
-        if ingest_max_age_ns is not None and ing["idle_seconds"] is not None and ing["idle_seconds"] * 1000000000 > ingest_max_age_ns:
-            steps.append({"kind": "ingest", "namespace": ing["namespace"], "id": ing["id"], "bytes": ing["bytes"]})
+    for namespace in sorted(inventory):
+        for ing in inventory[namespace]["ingests"]:
+            idle = _age(now_ns, ing["updated_ns"])
+            if ingest_max_age_ns is not None and idle is not None and idle * 1000000000 > ingest_max_age_ns:
+                steps.append({"kind": "ingest", "namespace": namespace, "id": ing["ref"], "bytes": ing["offset"]})
     live = {(CRI_NAMESPACE, s) for s in sandboxes}
-    for lease in full["leased"]:
-        if (lease["namespace"], lease["id"]) in live:
-            continue
-        old = lease_max_age_ns is not None and lease["age_seconds"] is not None and lease["age_seconds"] * 1000000000 > lease_max_age_ns
-        if lease["expired"] or old:
-            steps.append({"kind": "lease", "namespace": lease["namespace"], "id": lease["id"], "bytes": lease["bytes"]})
+    for namespace in sorted(inventory):
+        for lease in sorted(inventory[namespace]["leases"], key=lambda item: item["id"]):
+            if (namespace, lease["id"]) in live:
+                continue
+            age = _age(now_ns, lease["created_ns"])
+            old = lease_max_age_ns is not None and age is not None and age * 1000000000 > lease_max_age_ns
+            if expired(lease, now_ns) or old:
+                steps.append({"kind": "lease", "namespace": namespace, "id": lease["id"], "bytes": 0})
     wanted = set(namespaces) - {CRI_NAMESPACE}
-    for img in full["other_namespace_images"]:
-        if img["namespace"] not in wanted or img["in_use"]:
-            continue
-        record = {"id": img["id"], "repo_tags": [n for n in img["names"] if not n.startswith("sha256:")], "repo_digests": []}
-        if keep is not None and keep(record):
-            continue
-        for n, name in enumerate(img["names"]):
-            steps.append({"kind": "image", "namespace": img["namespace"], "id": name, "bytes": img["bytes"] if n == 0 else 0})
-    for snap in full["unreferenced_snapshots"]:
-        steps.append({"kind": "snapshot", "namespace": snap["namespace"], "id": snap["id"], "bytes": snap["bytes"], "snapshotter": snap["snapshotter"]})
+    for namespace in sorted(wanted & set(inventory)):
+        ns = inventory[namespace]
+        used = {c["image"] for c in ns["containers"]}
+        for _shown, names, target in image_groups(ns):
+            if used & set(names):
+                continue
+            record = {"id": target, "repo_tags": [n for n in names if not n.startswith("sha256:")], "repo_digests": []}
+            if keep is not None and keep(record):
+                continue
+            steps += [{"kind": "image", "namespace": namespace, "id": name, "bytes": 0} for name in names]
+    removed = {(s["kind"], s["namespace"], s["id"]) for s in steps}
+    if release_gc_roots:
+        backed = gc.marked(inventory, now_ns, gc_major, removed, gc_roots=False)
+        for namespace in sorted(inventory):
+            for node in _stored(inventory, namespace):
+                if GC_ROOT in _info(inventory, node)["labels"] and node not in backed:
+                    steps.append(_step(RELEASE_KIND, node, 0))
+                    removed.add(node)
+    steps += collection(inventory, now_ns, gc_major, removed)
     return steps
 
 
-def _leaves_first(ns, refs):
-    """Order snapshots so that every child comes before its parent (containerd refuses to remove a parent)."""
-    refs = sorted(refs)
-    wanted = set(refs)
-    depth = {}
+def _step(kind, node, size):
+    step = {"kind": kind, "namespace": node[1], "id": node[-1], "bytes": size}
+    if node[0] == "snapshot":
+        step["snapshotter"] = node[2]
+    return step
 
-    def level(ref):
-        if ref in depth:
-            return depth[ref]
-        parent = ns["snapshots"][ref]["parent"]
-        pref = (ref[0], parent)
-        depth[ref] = 0 if not parent or pref not in wanted else level(pref) + 1
-        return depth[ref]
 
-    return sorted(refs, key=lambda r: (-level(r), r))
+def collection(inventory, now_ns, gc_major, removed):
+    """What containerd's collection frees once the roots ``removed`` (nodes) are gone: plan steps, blobs first."""
+    going = gc.collected(inventory, now_ns, gc_major, removed)
+    gone = set(going)
+    holders = {}
+    for namespace in inventory:
+        for digest in inventory[namespace]["content"]:
+            holders.setdefault(digest, []).append(("content", namespace, digest))
+    order = {kind: n for n, kind in enumerate(COLLECTED_KINDS + ROOT_KINDS)}
+    steps = []
+    for node in sorted(going, key=lambda n: (order[n[0]], n[1:])):
+        if node[0] == "content":
+            last = all(h in gone for h in holders[node[2]]) and max(holders[node[2]]) == node
+            size = inventory[node[1]]["content"][node[2]]["size"] if last else 0
+        elif node[0] == "snapshot":
+            size = inventory[node[1]]["snapshots"][node[2:]].get("size") or 0
+        elif node[0] == "ingest":
+            size = next((i["offset"] for i in inventory[node[1]]["ingests"] if i["ref"] == node[2]), 0)
+        else:
+            size = 0
+        steps.append(_step(node[0], node, size))
+    return steps
+
+
+def present(inventory):
+    """The plan keys (kind, namespace, snapshotter, id) of the blobs, snapshots, leases, ingests and images listed."""
+    out = set()
+    for namespace, ns in inventory.items():
+        out.update(("content", namespace, None, d) for d in ns["content"])
+        out.update(("snapshot", namespace, s, k) for s, k in ns["snapshots"])
+        out.update(("lease", namespace, None, lease["id"]) for lease in ns["leases"])
+        out.update(("ingest", namespace, None, i["ref"]) for i in ns["ingests"])
+        out.update(("image", namespace, None, i["name"]) for i in ns["images"])
+    return out

@@ -13,13 +13,14 @@ version_added: 0.1.0
 description:
   - Reads the used bytes of the image filesystem (C(statvfs) of the mountpoint the runtime reports in C(ImageFsInfo), blocks
     minus free blocks) and attributes them to disjoint categories, each with its largest objects.
-  - "On containerd the categories come from containerd's own API in every namespace (images, content, ingests, snapshots,
-    leases, containers), following the references containerd's garbage collector follows, so every byte counts once, in
-    the first category that claims it, in this order: V(k8s_images), V(other_namespace_images), V(writable_layers),
+  - "On containerd the categories come from containerd's own API in every namespace (images, content, ingests, snapshots of
+    every snapshotter containerd runs, as its introspection API lists them, leases, containers, sandboxes), following the
+    references containerd's garbage collector follows (the model M(kubenode.gc.storage_gc) describes), so every byte counts
+    once, in the first category that claims it, in this order: V(k8s_images), V(other_namespace_images), V(writable_layers),
     V(leased), V(unreferenced_snapshots); V(stale_ingests) and V(container_logs) are separate files."
-  - Sizes come from the runtime's APIs (content sizes, C(snapshots.Usage) of image layers and unreferenced snapshots, CRI
-    C(ListContainerStats) for writable layers), never from walking the content store. Only the pod log and pod volume
-    directories are walked, at most O(walk_limit) entries in all.
+  - Sizes come from the runtime's APIs (content sizes, C(snapshots.Usage) of snapshots, CRI C(ListContainerStats) for the
+    writable layers of the CRI's containers), never from walking the content store. Only the containers' log directories
+    and the pod volume directories are walked, at most O(walk_limit) entries in all.
   - On cri-o it reports what the CRI shows (images with the sizes cri-o gives, writable layers) and the logs;
     RV(not_visible) names the categories it cannot see there, which then count in V(unaccounted).
 author:
@@ -31,8 +32,10 @@ extends_documentation_fragment:
 options:
   pod_logs_dir:
     description:
-      - The kubelet's pod log directory (C(<namespace>_<pod>_<uid>/<container>/<n>.log)). Its bytes count in V(container_logs)
-        of the filesystem it is on.
+      - Where to look for pod logs the CRI gives no log path for (C(<namespace>_<pod>_<uid>/<container>/<n>.log)), for
+        example those of removed containers. The logs of every container the runtime knows are found where it writes them
+        (the log path of C(ContainerStatus), wherever the kubelet's C(podLogsDir) puts it). Their bytes count in
+        V(container_logs) of the filesystem they are on.
     type: path
     default: /var/log/pods
   kubelet_root_dir:
@@ -92,15 +95,19 @@ categories:
       shared with another namespace counts here. An image object's C(id) is its target (manifest or index) digest and its
       C(name) its first name that is not a digest; a blob or layer shared by several images counts for the first by name.
     - V(other_namespace_images) are images and their blobs and snapshots in other namespaces (moby, buildkit, default, ...).
-    - V(writable_layers) are the containers' writable layers (CRI C(ListContainerStats)); empty, with a warning, when the
-      runtime reports them on a separate container filesystem (cri-o with C(imagestore)).
-    - V(container_logs) are the pod log directories on this filesystem, per pod.
-    - V(stale_ingests) are partial downloads (content ingests, C(age_seconds) since they began, C(idle_seconds) since their
-      last write), counted here even when a lease holds them.
+    - V(writable_layers) are the containers' writable layers in every namespace; for the CRI's containers as CRI
+      C(ListContainerStats) reports them, for the others (C(ctr), C(nerdctl), pod sandboxes) their snapshot's usage. The
+      CRI's are empty, with a warning, when the runtime reports them on a separate container filesystem (cri-o with C(imagestore)).
+    - V(container_logs) are the containers' log directories on this filesystem, per pod (C(id) V(<namespace>_<pod>_<uid>)).
+    - V(stale_ingests) are partial downloads (content ingests, one per namespace that holds the ref, C(age_seconds) since
+      they began, C(idle_seconds) since their last write), counted here even when a lease holds them.
     - V(leased) are blobs and snapshots kept only by leases, per lease with C(expires) (its C(containerd.io/gc.expire)
       label), C(expired) and C(age_seconds).
-    - V(unreferenced_snapshots) are snapshots no image, container or lease in any namespace references (kept by a
-      C(containerd.io/gc.root) label, or waiting for containerd's next garbage collection).
+    - V(unreferenced_snapshots) are the snapshots and blobs (C(kind) V(snapshot) with its C(snapshotter), or V(content)) no
+      image, container or lease references. First those a C(containerd.io/gc.root) label keeps (C(gc_root=true), with what
+      they reference), which containerd's GC keeps for ever and M(kubenode.gc.storage_gc) releases only with
+      O(kubenode.gc.storage_gc#module:release_gc_roots); then those nothing keeps (C(gc_root=false)), which containerd's next
+      garbage collection removes. Each with C(age_seconds) since it was created.
     - V(unaccounted) is RV(used_bytes) minus all of the above.
     - A category the module cannot see on this runtime (see RV(not_visible)) is V(null).
   returned: success

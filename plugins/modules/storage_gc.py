@@ -8,20 +8,31 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: storage_gc
-short_description: Free containerd storage the CRI cannot see (stale ingests, old leases, other namespaces' images, unreferenced snapshots)
+short_description: Free containerd storage the CRI cannot see by removing roots and letting containerd's own garbage collector collect
 version_added: 0.1.0
 description:
   - Plans and, outside check mode, frees containerd storage that no CRI tool (the kubelet, C(crictl), M(kubenode.gc.image_gc))
-    can see, through containerd's own gRPC API on the CRI socket (namespaces, images, content, snapshots, leases, containers),
-    then lets containerd's own garbage collector collect, and measures the freed bytes with C(statvfs).
+    can see, through containerd's own gRPC API on the CRI socket (namespaces, images, content, snapshots, leases, containers,
+    sandboxes), and measures the freed bytes with C(statvfs).
+  - The module never deletes a blob or a snapshot itself. It removes only roots it chose (stale ingests, old leases, images of
+    O(namespaces) and, with O(release_gc_roots), C(containerd.io/gc.root) labels), then runs containerd's synchronous garbage
+    collection once, which frees whatever only those roots kept. containerd's collector is the single judge of what is referenced.
+  - "The plan predicts that collection with a model of containerd's collector (C(metadata/gc.go) in 1.6 and 1.7,
+    C(core/metadata/gc.go) in 2.x). Its roots: every lease whose C(containerd.io/gc.expire) has not passed, with the blobs,
+    snapshots, ingests and (2.x) images it holds (without their references when it is labelled C(containerd.io/gc.flat));
+    every image record (2.x: until its C(containerd.io/gc.expire)); every ingest outside a lease, for 24 hours; every blob
+    and snapshot labelled C(containerd.io/gc.root); every container (its snapshot and labels); every sandbox record (its labels).
+    An image references its target blob, a snapshot its parent, an ingest the blob it expects, and any object what its
+    C(containerd.io/gc.ref.content*), C(containerd.io/gc.ref.snapshot.<snapshotter>) and (2.x) C(containerd.io/gc.ref.image*)
+    labels name, in its namespace. What no root reaches is collected."
   - Works on containerd 1.6, 1.7 and 2.x. On cri-o it returns RV(supported=false) with one warning naming the safe procedure
     (drain the node, C(crio wipe)) and changes nothing.
-  - "Object kinds, what containerd's own garbage collector already does with each, and why this module's removal is safe:"
-  - "B(Ingests) (partial downloads, C(content.ListStatuses)): containerd's GC never removes an ingest; a pull killed mid-way
-    leaves it until its lease expires, and an ingest outside a lease stays for ever. The module aborts (C(content.Abort))
-    ingests not written to for longer than O(ingest_max_age) (their C(updated_at), the data file's modification time): a live
-    download writes continuously, so it is never one of them."
-  - "B(Leases): a lease keeps every blob, snapshot and ingest it names from the GC; the GC removes a lease only when it runs
+  - "Object kinds, what containerd's own garbage collector already does with each, and why this module's action is safe:"
+  - "B(Ingests) (partial downloads, C(content.ListStatuses), one per namespace that opened it): containerd's GC keeps an ingest
+    as long as a lease holds it, or 24 hours after it was opened outside a lease. The module aborts (C(content.Abort)), in each
+    namespace, the ingests not written to for longer than O(ingest_max_age) (their C(updated_at)): a live download writes
+    continuously, so it is never one of them."
+  - "B(Leases): a lease keeps every blob, snapshot, ingest and image it names; the GC removes a lease only when it runs
     after the lease's C(containerd.io/gc.expire) label has passed, and a lease without that label lives for ever (pulls
     hold one for 24 hours by default, containerd/containerd#4667). The module deletes leases whose expiry has passed (the GC
     would delete them at its next run anyway) and, with O(lease_max_age), leases created longer ago than that; what a lease
@@ -30,15 +41,18 @@ description:
   - "B(Images of other namespaces) (moby, buildkit, default, ...): the GC keeps an image record and everything it references
     for ever; the kubelet sees only C(k8s.io). The module deletes the image records of O(namespaces) (never C(k8s.io)),
     except those O(keep_images) matches and those a container of that namespace was created from; their blobs and
-    snapshots go only when nothing else references them (a blob shared with C(k8s.io) stays)."
-  - "B(Unreferenced snapshots): the GC removes a snapshot nothing references, unless it carries a C(containerd.io/gc.root)
-    label, which keeps it for ever (leftovers of builds and tools). The module removes (C(snapshots.Remove), children
-    before parents) snapshots that no image, container or lease in their namespace references, following the same
-    references as the GC (image target, C(containerd.io/gc.ref.*) labels of blobs, snapshots and containers, snapshot
-    parents, lease resources); the active snapshot of every container, running or not, is referenced by its container, and
-    an unpack in progress holds its snapshots through the pull's lease, so neither is ever removed."
+    snapshots go only when nothing else references them (a blob shared with C(k8s.io) stays, a chain an image record's own
+    C(containerd.io/gc.ref.*) labels name stays with that record)."
+  - "B(Blobs and snapshots): the GC removes those no root reaches, in every namespace and snapshotter. One labelled
+    C(containerd.io/gc.root) (what C(ctr snapshots prepare) and C(commit), builders and other tools leave) is a root: the
+    GC keeps it, and what it references, for ever. The module keeps those too, and reports them (M(kubenode.gc.disk_usage)
+    lists them with C(gc_root) and their age); with O(release_gc_roots) it removes the label (C(snapshots.Update),
+    C(content.Update)) from those that nothing else references, so that the GC collects them. The active snapshot of every
+    container, running or not, is referenced by its container, and an unpack in progress holds its snapshots through the
+    pull's lease, so neither is ever collected."
   - After the removals the module runs one synchronous garbage collection (a transient lease deleted with C(sync)), so blobs
-    and snapshot directories released by the removals are gone when RV(freed_bytes) is measured.
+    and snapshot directories released by the removals are gone when RV(freed_bytes) is measured, then lists containerd's
+    metadata again; RV(removed) holds what the collection really removed, and a warning names any object of the plan it kept.
   - An object already gone when its turn comes (containerd's GC ran first) counts as done and is listed in RV(already_gone).
   - Takes the node lock of the GC modules (see O(lock_timeout)), so it never runs beside M(kubenode.gc.image_gc) or
     M(kubenode.gc.container_gc) on the same runtime.
@@ -85,6 +99,13 @@ options:
       - Leases created longer ago than this Go duration are deleted, expired or not. Unset, only leases whose
         C(containerd.io/gc.expire) has passed are deleted. Keep it longer than the longest pull of the node.
     type: str
+  release_gc_roots:
+    description:
+      - Also remove the C(containerd.io/gc.root) label from the blobs and snapshots that it alone keeps (nothing else would
+        reference them once the planned roots are gone), so that containerd's garbage collection frees them.
+      - Unset, such objects stay, and check mode does not list them.
+    type: bool
+    default: false
   lock_timeout:
     description:
       - Seconds to wait for another kubenode.gc run (image_gc, container_gc, storage_gc) on the same node and runtime endpoint
@@ -107,11 +128,12 @@ EXAMPLES = r"""
   become: true
   register: storage_plan
 
-- name: Free stale ingests, expired leases and unreferenced snapshots, and the images Docker left in containerd
+- name: Free stale ingests, expired leases, the images Docker left in containerd, and what only gc.root labels keep
   kubenode.gc.storage_gc:
     namespaces: [moby]
     keep_images: ["docker.io/library/registry:*"]
     lease_max_age: 48h
+    release_gc_roots: true
   become: true
 """
 
@@ -122,17 +144,22 @@ supported:
   type: bool
 plan:
   description:
-    - "What the run frees, in order (C(kind) V(ingest), V(lease), V(image) or V(snapshot); C(namespace); C(id): the ingest
-      ref, lease id, image name or snapshot key; C(bytes): the bytes only this object holds, as M(kubenode.gc.disk_usage)
-      attributes them). The same in check mode and for real."
+    - "What the run frees, in order, each with C(kind), C(namespace), C(id) and C(bytes) (and C(snapshotter) for a snapshot).
+      First what the module removes: V(ingest) (ref), V(lease) (id), V(image) (name), and with O(release_gc_roots) V(gc_root)
+      (a blob's digest, or a snapshot's key with its C(snapshotter), whose C(containerd.io/gc.root) label goes). Then what
+      containerd's collection frees after them, as the model of its collector predicts: V(content) (digest), V(snapshot)
+      (key), and any V(lease), V(ingest) or (2.x) V(image) it removes by itself."
+    - "C(bytes): what the object itself takes: an ingest's written bytes, a snapshot's usage, a blob's size (on the last record
+      of that digest, a blob being one file for every namespace), 0 for the records and labels. So the plan's bytes add up
+      to what the run frees. The same in check mode and for real."
   returned: always
   type: list
   elements: dict
   sample: [{"kind": "image", "namespace": "moby", "id": "docker.io/library/golang:1.23", "bytes": 834000000}]
 removed:
   description:
-    - The objects of RV(plan) this run removed, in order (same keys); empty in check mode. On a failure, those removed
-      before it; an object already gone is in RV(already_gone), not here.
+    - The objects of RV(plan) this run removed, or that containerd's collection removed after it, in order (same keys); empty in
+      check mode. On a failure, those removed before it; an object already gone is in RV(already_gone), not here.
   returned: always
   type: list
   elements: dict

@@ -20,6 +20,7 @@ from html import escape
 from ansible_collections.kubenode.gc.plugins.module_utils._storage_policy import CATEGORIES
 from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
+from ansible_collections.kubenode.gc.plugins.plugin_utils._md_table import row
 
 # unaccounted above this share of the used bytes is a finding
 UNACCOUNTED_SHARE_PERCENT = 20
@@ -69,7 +70,7 @@ def findings(result, storage):
 
     size = storage["categories"]
     if size.get("stale_ingests"):
-        out.append(("stale_ingests", "%s in partial downloads (content ingests) that containerd never removes by itself; "
+        out.append(("stale_ingests", "%s in partial downloads (content ingests) that containerd keeps while a lease holds them (24 hours without one); "
                                      "kubenode.gc.storage_gc aborts those idle longer than ingest_max_age." % human_bytes(size["stale_ingests"])))
     expired = [o for o in objects("leased") if o.get("expired")]
     if expired:
@@ -81,7 +82,8 @@ def findings(result, storage):
                                               "kubenode.gc.storage_gc with namespaces removes them."
                     % (human_bytes(size["other_namespace_images"]), ", ".join(names))))
     if size.get("unreferenced_snapshots"):
-        out.append(("unreferenced_snapshots", "%s in snapshots no image, container or lease references; kubenode.gc.storage_gc removes them."
+        out.append(("unreferenced_snapshots", "%s in snapshots and blobs no image, container or lease references; containerd's GC "
+                                              "frees those no gc.root label keeps, kubenode.gc.storage_gc with release_gc_roots the others."
                     % human_bytes(size["unreferenced_snapshots"])))
     used, unaccounted = storage["used_bytes"], size.get("unaccounted")
     if used and unaccounted is not None and unaccounted * 100 > used * UNACCOUNTED_SHARE_PERCENT:
@@ -127,7 +129,7 @@ def markdown_top(report):
     lines = ["| category | largest consumers |", "|---|---|"]
     for name in CATEGORIES:
         if top.get(name):
-            lines.append("| %s | %s |" % (name, ", ".join("%s %s" % (r["host"], human_bytes(r["bytes"])) for r in top[name][:5])))
+            lines.append(row(name, ", ".join("%s %s" % (r["host"], human_bytes(r["bytes"])) for r in top[name][:5])))
     return lines
 
 

@@ -61,14 +61,7 @@ def _field(number, data):
 
 
 def lease_add_content(runtime, namespace, lease_id, digest):
-    """leases.AddResource (not in ctr): AddResourceRequest{id=1, resource=2{id=1, type=2}}, hand-encoded."""
-    import grpc
-
-    with grpc.insecure_channel(runtime.endpoint) as channel:
-        fn = channel.unary_unary("/containerd.services.leases.v1.Leases/AddResource", request_serializer=lambda b: b,
-                                 response_deserializer=lambda b: b)
-        request = _field(1, lease_id.encode()) + _field(2, _field(1, digest.encode()) + _field(2, b"content"))
-        fn(request, timeout=30, metadata=(("containerd-namespace", namespace),))
+    lease_add(runtime, namespace, lease_id, digest, "content")
 
 
 def leased_blob(runtime, namespace, lease_id, size, expires):
@@ -167,3 +160,144 @@ def wait_writable(runtime, cid, want, timeout=30):
 def used_bytes(path):
     st = os.statvfs(path)
     return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+# -- the collector's fixtures: one object of every label kind ------------------------------------------------------
+
+GC_ROOT = "containerd.io/gc.root"
+
+
+def snapshot_dir(runtime, namespace, key, snapshotter="overlayfs"):
+    """The writable directory of an active snapshot, from ``ctr snapshots mounts``."""
+    out = ctr_ok(runtime, namespace, "snapshots", "--snapshotter", snapshotter, "mounts", "/unused-target", key)
+    m = re.search(r"upperdir=([^,\s]+)", out) or re.search(r"-t bind (/\S+)", out)
+    assert m, out
+    return m.group(1)
+
+
+def write_snapshot(runtime, namespace, key, size, parent=None, snapshotter="overlayfs", commit=None):
+    """``ctr snapshots prepare`` (ctr labels it gc.root) with ``size`` random bytes, then ``commit`` under that name when given."""
+    ctr_ok(runtime, namespace, "snapshots", "--snapshotter", snapshotter, "prepare", key, *([parent] if parent else []))
+    with open(os.path.join(snapshot_dir(runtime, namespace, key, snapshotter), "data"), "wb") as f:
+        f.write(random.Random(namespace + key).randbytes(size))
+    if commit:
+        ctr_ok(runtime, namespace, "snapshots", "--snapshotter", snapshotter, "commit", commit, key)
+    return commit or key
+
+
+def label_snapshot(runtime, namespace, key, *labels, snapshotter="overlayfs"):
+    ctr_ok(runtime, namespace, "snapshots", "--snapshotter", snapshotter, "label", key, *labels)
+
+
+def chain(runtime, namespace, prefix, size):
+    """Two committed snapshots <prefix>-base <- <prefix>-top, each ``size`` bytes, still gc.root (ctr's label)."""
+    base = write_snapshot(runtime, namespace, prefix + "-a", size, commit=prefix + "-base")
+    return base, write_snapshot(runtime, namespace, prefix + "-b", size, parent=base, commit=prefix + "-top")
+
+
+def held_blob(runtime, namespace, hold, name, size, *labels):
+    """A blob of ``size`` random bytes, held by lease ``hold`` while it is made, with ``labels``; its digest."""
+    data = random.Random(namespace + name).randbytes(size)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    lease_add_content(runtime, namespace, hold, digest)
+    ctr_ok(runtime, namespace, "content", "ingest", "--expected-size", str(size), "--expected-digest", digest, "blob-" + name, stdin=data)
+    if labels:
+        ctr_ok(runtime, namespace, "content", "label", digest, *labels)
+    return digest
+
+
+def lease_add(runtime, namespace, lease_id, rid, rtype):
+    """leases.AddResource (not in ctr) of any resource type (content, snapshots/<snapshotter>, ingests):
+    AddResourceRequest{id=1, resource=2{id=1, type=2}}, hand-encoded."""
+    import grpc
+
+    with grpc.insecure_channel(runtime.endpoint) as channel:
+        fn = channel.unary_unary("/containerd.services.leases.v1.Leases/AddResource", request_serializer=lambda b: b,
+                                 response_deserializer=lambda b: b)
+        request = _field(1, lease_id.encode()) + _field(2, _field(1, rid.encode()) + _field(2, rtype.encode()))
+        fn(request, timeout=30, metadata=(("containerd-namespace", namespace),))
+
+
+def create_gc_fixtures(runtime, size=MIB):
+    """Objects of every kind containerd's collector follows, outside k8s.io; returns their names.
+
+    gc-tools (never listed): a ctr-made gc.root snapshot on overlayfs and one on native; a chain kept only by an image
+    record's own gc.ref.snapshot label; a chain kept by a gc.root blob's label; a ctr container (its snapshot, and a blob
+    its gc.ref.content label names); a flat lease holding a blob (whose gc.ref.content label it does not follow) and a
+    chain's top (whose parent it keeps); a plain lease holding a blob that names another. gc-drop (listed): an image
+    whose record labels name a chain and a blob. Every gc.root that ctr sets on the chains is removed once what keeps
+    them is in place; the last step runs containerd's collection, so what none of it keeps is gone when this returns."""
+    t, d = "gc-tools", "gc-drop"
+    names = {}
+    for ns in (t, d):
+        ctr_ok(runtime, ns, "leases", "create", "--id", "fixture-hold", "-x", "0")
+    # gc.root snapshots, made by ctr
+    names["root_snapshot"] = write_snapshot(runtime, t, "tool-rw", 2 * size)
+    names["native_snapshot"] = write_snapshot(runtime, t, "native-rw", 2 * size, snapshotter="native")
+    # an image record of an unlisted namespace whose own labels keep a chain
+    import_into(runtime, t, [ImageSpec("docker.io/library/gc-kept:1", size=size, share_base=False)])
+    base, top = chain(runtime, t, "img-chain", size)
+    ctr_ok(runtime, t, "images", "label", "docker.io/library/gc-kept:1", "containerd.io/gc.ref.snapshot.overlayfs/extra=" + top)
+    names["image_chain"] = [base, top]
+    # a gc.root blob whose label keeps a chain
+    base2, top2 = chain(runtime, t, "blob-chain", size)
+    names["root_blob"] = held_blob(runtime, t, "fixture-hold", "root-blob", size // 4, GC_ROOT + "=tool",
+                                   "containerd.io/gc.ref.snapshot.overlayfs/x=" + top2)
+    names["blob_chain"] = [base2, top2]
+    # a container outside the CRI: its snapshot and the blob its label names
+    names["container_blob"] = held_blob(runtime, t, "fixture-hold", "container-blob", size // 2)
+    ctr_ok(runtime, t, "containers", "create", "--snapshotter", "overlayfs", "--label",
+           "containerd.io/gc.ref.content.extra=" + names["container_blob"], "docker.io/library/gc-kept:1", "tool-ctr")
+    # a flat lease: the blob it names stays, the blob that one's label names goes; the chain's top keeps its parent
+    ctr_ok(runtime, t, "leases", "create", "--id", "flat-lease", "-x", "0", "containerd.io/gc.flat=true")
+    names["flat_dropped"] = held_blob(runtime, t, "fixture-hold", "flat-dropped", size // 4)
+    names["flat_kept"] = held_blob(runtime, t, "flat-lease", "flat-kept", size // 4, "containerd.io/gc.ref.content=" + names["flat_dropped"])
+    base3, top3 = chain(runtime, t, "flat-chain", size)
+    lease_add(runtime, t, "flat-lease", top3, "snapshots/overlayfs")
+    names["flat_chain"] = [base3, top3]
+    # a lease (no expiry, not flat): the blob it names and the blob that one's label names stay while it lives
+    ctr_ok(runtime, t, "leases", "create", "--id", "plain-lease", "-x", "0")
+    names["plain_referenced"] = held_blob(runtime, t, "fixture-hold", "plain-referenced", size // 4)
+    names["plain_held"] = held_blob(runtime, t, "plain-lease", "plain-held", size // 4, "containerd.io/gc.ref.content.x=" + names["plain_referenced"])
+    # an image of a listed namespace whose record labels name a chain and a blob: both go with the record
+    import_into(runtime, d, [ImageSpec("docker.io/library/gc-drop:1", size=size, share_base=False)])
+    base4, top4 = chain(runtime, d, "drop-chain", size)
+    names["drop_blob"] = held_blob(runtime, d, "fixture-hold", "drop-blob", size // 2)
+    ctr_ok(runtime, d, "images", "label", "docker.io/library/gc-drop:1", "containerd.io/gc.ref.snapshot.overlayfs=" + top4,
+           "containerd.io/gc.ref.content.extra=" + names["drop_blob"])
+    names["drop_chain"] = [base4, top4]
+    # what keeps the chains is in place: their gc.root labels go (an empty value removes a label)
+    for ns, snaps in ((t, [base, top, base2, top2, base3, top3]), (d, [base4, top4])):
+        for key in snaps:
+            label_snapshot(runtime, ns, key, GC_ROOT + "=")
+    for ns in (t, d):
+        ctr_ok(runtime, ns, "leases", "rm", "--sync", "fixture-hold")  # --sync: containerd's collection has run
+    return names
+
+
+def namespaces(runtime):
+    return ctr_ok(runtime, "default", "namespaces", "ls", "-q").split()
+
+
+def listing(runtime, namespaces):
+    """Every object of the namespaces as ctr lists it: {(kind, namespace, id)}; snapshots as "<snapshotter>/<key>"."""
+    out = set()
+    for ns in namespaces:
+        out.update(("content", ns, line.split()[0]) for line in ctr_ok(runtime, ns, "content", "ls", "-q").splitlines() if line.strip())
+        out.update(("image", ns, name) for name in ctr_ok(runtime, ns, "images", "ls", "-q").split())
+        out.update(("lease", ns, line.split()[0]) for line in ctr_ok(runtime, ns, "leases", "ls").splitlines()[1:])
+        out.update(("ingest", ns, line.split()[0]) for line in ctr_ok(runtime, ns, "content", "active").splitlines()[1:])
+        for snapshotter in ("overlayfs", "native"):
+            out.update(("snapshot", ns, "%s/%s" % (snapshotter, line.split()[0]))
+                       for line in ctr_ok(runtime, ns, "snapshots", "--snapshotter", snapshotter, "ls").splitlines()[1:])
+    return out
+
+
+def plan_objects(plan, kinds):
+    """The plan's objects of ``kinds`` as ``listing`` names them (a gc_root step as the blob or snapshot it releases)."""
+    out = set()
+    for s in plan:
+        if s["kind"] in kinds:
+            kind = s["kind"] if s["kind"] != "gc_root" else ("snapshot" if s.get("snapshotter") else "content")
+            out.add((kind, s["namespace"], "%s/%s" % (s["snapshotter"], s["id"]) if kind == "snapshot" else s["id"]))
+    return out

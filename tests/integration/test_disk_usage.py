@@ -100,3 +100,84 @@ def _crio(ansible, runtime, args):
     assert any("container filesystem" in w for w in res.get("warnings", []))
     assert sum(c["bytes"] for c in cats.values() if c) == res["used_bytes"]
     assert any("cannot see" in w for w in res.get("warnings", []))
+
+
+def test_disk_usage_sees_every_byte(ansible, runtime):
+    """native snapshots, a ctr container in k8s.io, one ingest ref in two namespaces and logs outside pod_logs_dir."""
+    if runtime.kind == "cri-o":
+        return  # containerd's objects; cri-o's storage is test_disk_usage_attributes_every_kind's
+    from devtools.images import ImageSpec
+
+    mount = runtime.imagefs_mountpoint
+    created = {}
+    # the harness's reset keeps what an earlier test left in containerd's other namespaces: free it all first
+    others = [ns for ns in so.namespaces(runtime) if ns != "k8s.io"]
+    first = ansible.module("kubenode.gc.storage_gc", dict(cri_endpoint=runtime.endpoint, namespaces=others, ingest_max_age="0s",
+                                                          lease_max_age="0s", release_gc_roots=True),
+                           task_env={"KUBENODE_GC_LOCK_DIR": runtime.workdir})
+    assert not first.get("failed"), first.get("msg")
+
+    def step(name, fn, *args, **kwargs):
+        before = so.used_bytes(mount)
+        value = fn(*args, **kwargs)
+        created[name] = created.get(name, 0) + so.used_bytes(mount) - before
+        return value
+
+    # named after the sandbox image, which claims the base layer they share
+    step("k8s_image", runtime.import_images, [ImageSpec("registry.k8s.io/zz-every-byte:1", size=2 * so.MIB)])
+    # a snapshot of the native snapshotter, which no container or label names (ctr gives it a gc.root label)
+    step("native", so.write_snapshot, runtime, "tools", "native-data", 3 * so.MIB, snapshotter="native")
+
+    def ctr_container():
+        so.ctr_ok(runtime, "k8s.io", "containers", "create", "--snapshotter", "overlayfs", "registry.k8s.io/zz-every-byte:1", "ctr-writer")
+        with open(os.path.join(so.snapshot_dir(runtime, "k8s.io", "ctr-writer"), "data"), "wb") as f:
+            f.write(os.urandom(4 * so.MIB))
+
+    step("writable", ctr_container)
+    step("ingest", so.stale_ingest, runtime, "default", "dup-ingest", 2 * so.MIB)
+    step("ingest", so.stale_ingest, runtime, "moby", "dup-ingest", 2 * so.MIB)
+    # a pod whose sandbox writes its logs outside pod_logs_dir (the kubelet's podLogsDir)
+    config = runtime.pod_config("logger", namespace="every-ns")
+    config["log_directory"] = os.path.join(runtime.root, "elsewhere-logs", "a-pod")
+    os.makedirs(config["log_directory"], exist_ok=True)
+    sandbox = (runtime.client.run_pod_sandbox(config), config)
+    runtime.add_container(sandbox, "logger", "registry.k8s.io/zz-every-byte:1")
+
+    def log():
+        with open(os.path.join(config["log_directory"], "logger", "1.log"), "wb") as f:
+            f.write(os.urandom(2 * so.MIB))
+
+    step("log", log)
+    args = dict(cri_endpoint=runtime.endpoint, pod_logs_dir=os.path.join(runtime.root, "no-pod-logs-here"))
+    res = ansible.module("kubenode.gc.disk_usage", args, check=True)
+    assert not res.get("failed"), res.get("msg")
+    cats = res["categories"]
+    native = by_id(cats["unreferenced_snapshots"])["native-data"]
+    assert native["snapshotter"] == "native" and native["gc_root"] is True and native["age_seconds"] is not None
+    near(native["bytes"], created["native"], "native snapshot")
+    writer = by_id(cats["writable_layers"])["ctr-writer"]
+    assert writer["namespace"] == "k8s.io"
+    near(writer["bytes"], created["writable"], "ctr container's writable layer")
+    ingests = {(o["namespace"], o["id"]): o for o in cats["stale_ingests"]["objects"]}
+    assert set(ingests) == {("default", "dup-ingest"), ("moby", "dup-ingest")}
+    near(cats["stale_ingests"]["bytes"], created["ingest"], "stale_ingests")
+    pod = by_id(cats["container_logs"])["every-ns_logger_%s" % config["metadata"]["uid"]]
+    near(pod["bytes"], created["log"], "logs outside pod_logs_dir")
+    near(by_id(cats["k8s_images"], "name")["registry.k8s.io/zz-every-byte:1"]["bytes"], created["k8s_image"], "k8s image")
+    for name in ("native", "writable", "ingest", "log"):
+        assert created[name] > 0, name
+    near(cats["unreferenced_snapshots"]["bytes"], created["native"], "unreferenced_snapshots")
+    near(cats["container_logs"]["bytes"], created["log"], "container_logs")
+    pause = by_id(cats["k8s_images"], "name")[runtime.sandbox_image]["bytes"]
+    rest = res["used_bytes"] - sum(created.values()) - pause
+    near(cats["unaccounted"]["bytes"], rest, "unaccounted")
+    # one storage_gc run aborts the ingest in both namespaces
+    gc = ansible.module("kubenode.gc.storage_gc", dict(cri_endpoint=runtime.endpoint, ingest_max_age="1s"),
+                        task_env={"KUBENODE_GC_LOCK_DIR": runtime.workdir})
+    assert not gc.get("failed"), gc.get("msg")
+    assert {(s["namespace"], s["id"]) for s in gc["removed"] if s["kind"] == "ingest"} >= {("default", "dup-ingest"), ("moby", "dup-ingest")}
+    for ns in ("default", "moby"):
+        assert "dup-ingest" not in so.ctr_ok(runtime, ns, "content", "active")
+    # the gc.root snapshot and the ctr container's layer stay
+    assert "native-data" in so.ctr_ok(runtime, "tools", "snapshots", "--snapshotter", "native", "ls")
+    assert "ctr-writer" in so.ctr_ok(runtime, "k8s.io", "containers", "ls", "-q")

@@ -8,7 +8,13 @@ import os
 from devtools.images import ImageSpec
 from tests.integration import storage_objects as so
 
-ARGS = dict(namespaces=["moby", "default"], ingest_max_age="1s", lease_max_age="1s")
+ARGS = dict(namespaces=["moby", "default"], ingest_max_age="1s", lease_max_age="1s", release_gc_roots=True)
+# what the module removes itself; the plan's other objects are what containerd's collection frees after them
+ACTIONS = ("ingest", "lease", "image", "gc_root")
+
+
+def actions(plan):
+    return {(s["kind"], s["namespace"], s["id"]) for s in plan if s["kind"] in ACTIONS}
 
 
 def state(runtime):
@@ -24,6 +30,10 @@ def state(runtime):
     return out
 
 
+def freed_now(runtime, used_before):
+    return used_before - so.used_bytes(runtime.imagefs_mountpoint)
+
+
 def run(ansible, runtime, check=False, **args):
     return ansible.module("kubenode.gc.storage_gc", dict(args, cri_endpoint=runtime.endpoint), check=check,
                           task_env={"KUBENODE_GC_LOCK_DIR": runtime.workdir})
@@ -36,26 +46,34 @@ def test_storage_gc_frees_what_containerd_keeps(ansible, runtime):
     made, created = so.create_all(runtime, os.path.join(runtime.root, "test-pod-logs"))
     expected = {("ingest", "default", "stale-ingest-1"), ("lease", "default", made["expired_lease"]), ("lease", "default", made["old_lease"]),
                 ("image", "moby", "docker.io/library/moby-only:1"), ("image", "default", "docker.io/library/default-only:1"),
-                ("snapshot", "default", made["snapshot"])}
+                ("gc_root", "default", made["snapshot"])}
     before = state(runtime)
     used = so.used_bytes(runtime.imagefs_mountpoint)
 
     plan = run(ansible, runtime, check=True, **ARGS)
     assert not plan.get("failed"), plan.get("msg")
     assert plan["supported"] is True and plan["freed_bytes"] == 0
-    assert {(s["kind"], s["namespace"], s["id"]) for s in plan["plan"]} == expected
+    assert actions(plan["plan"]) == expected
+    # containerd's collection then frees the images' blobs and snapshots, the leased blobs and the released snapshot
+    collected = {(s["kind"], s["namespace"], s["id"]) for s in plan["plan"]} - expected
+    assert ("snapshot", "default", made["snapshot"]) in collected and {k for k, _n, _i in collected} <= {"content", "snapshot", "ingest", "lease"}
+    assert not [c for c in collected if c[1] == "k8s.io"]
     assert state(runtime) == before
     assert abs(so.used_bytes(runtime.imagefs_mountpoint) - used) < 64 * 1024
     # keep_images and an unset lease_max_age narrow the plan
     narrow = run(ansible, runtime, check=True, namespaces=["moby", "default"], ingest_max_age="1s", keep_images=["docker.io/library/default-*"])
-    assert {(s["kind"], s["id"]) for s in narrow["plan"]} == {(k, i) for k, _n, i in expected} - {
-        ("image", "docker.io/library/default-only:1"), ("lease", made["old_lease"])}
+    assert {(k, i) for k, _n, i in actions(narrow["plan"])} == {(k, i) for k, _n, i in expected} - {
+        ("image", "docker.io/library/default-only:1"), ("lease", made["old_lease"]), ("gc_root", made["snapshot"])}
+    assert made["snapshot"] not in [s["id"] for s in narrow["plan"]]
 
     res = run(ansible, runtime, **ARGS)
     assert not res.get("failed"), res.get("msg")
     assert res["changed"] is True and res["plan"] == plan["plan"]
     gone = {(g["kind"], g["namespace"], g["id"]) for g in res.get("already_gone") or []}
+    # everything the plan predicted, containerd's collection removed
     assert res["removed"] == [s for s in res["plan"] if (s["kind"], s["namespace"], s["id"]) not in gone] and plan["removed"] == []
+    assert not [w for w in res.get("warnings", []) if "kept" in w]
+    assert abs(sum(s["bytes"] for s in res["plan"]) - freed_now(runtime, used)) <= 0.1 * freed_now(runtime, used) + 256 * 1024
     freed = used - so.used_bytes(runtime.imagefs_mountpoint)
     assert abs(res["freed_bytes"] - freed) <= 0.1 * freed
     made_bytes = sum(created[k] for k in ("moby_image", "default_image", "ingest", "expired_lease", "old_lease", "snapshot"))

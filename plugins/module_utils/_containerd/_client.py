@@ -5,7 +5,7 @@
 
 # This file is private to the kubenode.gc collection; it is not a public API.
 
-"""containerd's own gRPC API (namespaces, images, content, snapshots, leases, containers) on the CRI socket.
+"""containerd's own gRPC API (namespaces, images, content, snapshots, leases, containers, sandboxes, introspection) on the CRI socket.
 
 containerd serves its native services and the CRI on the same unix socket, so this client borrows a
 CriClient's endpoint, channel, deadline and RPC counters (counted as ``containerd.<service>.<Method>``).
@@ -16,13 +16,19 @@ the gRPC status name, so callers can treat ``NOT_FOUND`` as "already gone".
 
 from __future__ import annotations
 
+import os
+import time
+
 from ansible_collections.kubenode.gc.plugins.module_utils import _containerd_images_pb2 as images_pb
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _containers_pb2 as containers_pb
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _content_pb2 as content_pb
+from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _introspection_pb2 as introspection_pb
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _leases_pb2 as leases_pb
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _namespaces_pb2 as namespaces_pb
+from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _sandbox_pb2 as sandbox_pb
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _snapshots_pb2 as snapshots_pb
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError, _one_line
+from ansible_collections.kubenode.gc.plugins.module_utils._storage_policy import LEASE_EXPIRE
 
 try:
     import grpc
@@ -32,6 +38,9 @@ except ImportError:
 CRI_NAMESPACE = "k8s.io"
 NAMESPACE_METADATA = "containerd-namespace"
 DEFAULT_SNAPSHOTTER = "overlayfs"
+SNAPSHOTTER_PLUGIN_TYPE = "io.containerd.snapshotter.v1"
+# how long the transient lease of collect_garbage() lives when its removal fails (containerd then drops it itself)
+SYNC_LEASE_TTL_SECONDS = 600
 
 # service key: (generated module, proto service name, full gRPC service name)
 _SERVICES = {
@@ -41,6 +50,8 @@ _SERVICES = {
     "snapshots": (snapshots_pb, "Snapshots", "containerd.services.snapshots.v1.Snapshots"),
     "leases": (leases_pb, "Leases", "containerd.services.leases.v1.Leases"),
     "containers": (containers_pb, "Containers", "containerd.services.containers.v1.Containers"),
+    "sandboxes": (sandbox_pb, "Store", "containerd.services.sandbox.v1.Store"),
+    "introspection": (introspection_pb, "Introspection", "containerd.services.introspection.v1.Introspection"),
 }
 
 
@@ -127,6 +138,14 @@ class ContainerdClient:
             msg = "containerd at %s failed %s%s: %s (%s)." % (endpoint, what, where, details, name)
         return ContainerdError(msg, endpoint, "containerd.%s.%s" % (service, method), name)
 
+    # -- introspection -----------------------------------------------------------
+
+    def snapshotters(self):
+        """Names of the snapshotter plugins containerd runs (introspection Plugins; those that failed to start left out), sorted."""
+        request = introspection_pb.PluginsRequest(filters=["type==%s" % SNAPSHOTTER_PLUGIN_TYPE])
+        plugins = self._call("introspection", "Plugins", None, request).plugins
+        return sorted(p.id for p in plugins if p.type == SNAPSHOTTER_PLUGIN_TYPE and not p.init_err.code)
+
     # -- namespaces -------------------------------------------------------------
 
     def namespaces(self):
@@ -142,11 +161,22 @@ class ContainerdClient:
         """Delete an image record; with ``sync`` containerd runs its garbage collection before answering."""
         self._call("images", "Delete", namespace, images_pb.DeleteImageRequest(name=name, sync=sync))
 
+    def delete_image_async(self, namespace, name):
+        """Start deleting an image record without a garbage collection; ``result()`` raises ContainerdError
+        (``NOT_FOUND``: no record of that name)."""
+        return self._future("images", "Delete", namespace, images_pb.DeleteImageRequest(name=name, sync=False))
+
     # -- content ------------------------------------------------------------------
 
     def content(self, namespace):
         """Info (digest, size, labels, created_at) of every blob of the namespace: one streaming call."""
         return self._stream("content", "List", namespace, content_pb.ListContentRequest(), "info")
+
+    def remove_content_label(self, namespace, digest, label):
+        """Remove one label of a blob (content.Update with the mask ``labels.<label>`` and no value)."""
+        request = content_pb.UpdateRequest(info=content_pb.Info(digest=digest))
+        request.update_mask.paths.append("labels." + label)
+        self._call("content", "Update", namespace, request)
 
     def delete_content(self, namespace, digest):
         self._call("content", "Delete", namespace, content_pb.DeleteContentRequest(digest=digest))
@@ -167,6 +197,12 @@ class ContainerdClient:
         """Start one Usage call; ``result()`` gives the UsageResponse (size, inodes) or raises ContainerdError."""
         return self._future("snapshots", "Usage", namespace, snapshots_pb.UsageRequest(snapshotter=snapshotter, key=key))
 
+    def remove_snapshot_label(self, namespace, snapshotter, key, label):
+        """Remove one label of a snapshot (snapshots.Update with the mask ``labels.<label>`` and no value)."""
+        request = snapshots_pb.UpdateSnapshotRequest(snapshotter=snapshotter, info=snapshots_pb.Info(name=key))
+        request.update_mask.paths.append("labels." + label)
+        self._call("snapshots", "Update", namespace, request)
+
     def remove_snapshot(self, namespace, snapshotter, key):
         self._call("snapshots", "Remove", namespace, snapshots_pb.RemoveSnapshotRequest(snapshotter=snapshotter, key=key))
 
@@ -185,11 +221,31 @@ class ContainerdClient:
         """Delete a lease; with ``sync`` containerd runs its garbage collection before answering."""
         self._call("leases", "Delete", namespace, leases_pb.DeleteRequest(id=lease_id, sync=sync))
 
+    def collect_garbage(self, namespace, lease_prefix):
+        """Run containerd's garbage collection now and wait for it to end: a transient lease (``lease_prefix`` + pid and
+        time, expiring by itself should its removal fail) deleted with ``sync``. The one way kubenode.gc triggers a
+        collection after removals made without one (storage_gc, image_gc's native removals)."""
+        lease_id = "%s%d-%d" % (lease_prefix, os.getpid(), time.time_ns())
+        expire = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + SYNC_LEASE_TTL_SECONDS))
+        self.create_lease(namespace, lease_id, {LEASE_EXPIRE: expire})
+        self.delete_lease(namespace, lease_id, sync=True)
+
     # -- containers -----------------------------------------------------------------------
 
     def containers(self, namespace):
         """Every container record of the namespace (ListStream: one message per container)."""
         return [m.container for m in self._stream("containers", "ListStream", namespace, containers_pb.ListContainersRequest(), None)]
+
+    # -- sandboxes --------------------------------------------------------------------------
+
+    def sandboxes(self, namespace):
+        """Every sandbox record (id, labels) of the namespace; none on a containerd without the sandbox store (1.6)."""
+        try:
+            return list(self._call("sandboxes", "List", namespace, sandbox_pb.StoreListRequest()).list)
+        except ContainerdError as exc:
+            if exc.code == "UNIMPLEMENTED":
+                return []
+            raise
 
 
 def _deserializer(module, message):
@@ -203,6 +259,9 @@ class _Future:
     def __init__(self, client, service, method, namespace, future):
         self._args = (client, service, method, namespace)
         self._future = future
+
+    def done(self):
+        return self._future.done()
 
     def result(self):
         try:

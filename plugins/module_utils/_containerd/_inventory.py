@@ -8,8 +8,9 @@
 """One read of containerd's metadata in every namespace, as the plain records _storage_policy takes.
 
 Per namespace: images.List, content.List (one stream: digest, size, labels), content.ListStatuses
-(ingests), containers.ListStream, leases.List plus leases.ListResources per lease, and snapshots.List per
-snapshotter (overlayfs and every other one a container or label names). Sizes come from the API,
+(ingests), containers.ListStream, the sandbox store's List, leases.List plus leases.ListResources per
+lease, and snapshots.List per snapshotter (every snapshotter plugin containerd runs, as its introspection
+API says, plus any other one a container or label names). Sizes come from the API,
 never from walking the store: blobs from content.List, snapshots from snapshots.Usage (only for the
 snapshots whose size is attributed, USAGE_CONCURRENCY calls in flight).
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 import concurrent.futures
 
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd._client import DEFAULT_SNAPSHOTTER, ContainerdError, timestamp_ns
-from ansible_collections.kubenode.gc.plugins.module_utils._storage_policy import REF_SNAPSHOT
+from ansible_collections.kubenode.gc.plugins.module_utils._containerd_collector import REF_SNAPSHOT
 
 USAGE_CONCURRENCY = 64
 LIST_CONCURRENCY = 8
@@ -31,14 +32,25 @@ def read(client, namespaces=None):
     The lists of every namespace are asked for at once (LIST_CONCURRENCY calls in flight): containerd answers them
     from its database in parallel, so the read takes about as long as its largest list."""
     names = client.namespaces() if namespaces is None else list(namespaces)
+    running = _running_snapshotters(client)
     with concurrent.futures.ThreadPoolExecutor(LIST_CONCURRENCY) as pool:
         asked = {}
         for ns in names:
             asked[ns] = {kind: pool.submit(fn, ns) for kind, fn in (("images", client.images), ("content", client.content),
                                                                     ("ingests", client.ingests), ("containers", client.containers),
-                                                                    ("leases", client.leases))}
-            asked[ns]["snapshots"] = pool.submit(_snapshots, client, ns, DEFAULT_SNAPSHOTTER)
-        return {ns: _record(client, pool, ns, asked[ns]) for ns in names}
+                                                                    ("leases", client.leases), ("sandboxes", client.sandboxes))}
+            asked[ns]["snapshots"] = {s: pool.submit(_snapshots, client, ns, s) for s in running}
+        return {ns: _record(client, pool, ns, asked[ns], running) for ns in names}
+
+
+def _running_snapshotters(client):
+    """The snapshotters containerd runs (introspection); overlayfs alone when it does not say."""
+    try:
+        return client.snapshotters() or [DEFAULT_SNAPSHOTTER]
+    except ContainerdError as exc:
+        if exc.code in ("UNIMPLEMENTED", "PERMISSION_DENIED"):
+            return [DEFAULT_SNAPSHOTTER]
+        raise
 
 
 def _snapshots(client, ns, snapshotter):
@@ -46,27 +58,30 @@ def _snapshots(client, ns, snapshotter):
         return client.snapshots(ns, snapshotter)
     except ContainerdError as exc:
         if snapshotter != DEFAULT_SNAPSHOTTER and exc.code in ("NOT_FOUND", "INVALID_ARGUMENT", "UNKNOWN", "FAILED_PRECONDITION"):
-            return []  # a snapshotter this containerd does not run
+            return []  # a snapshotter that does not serve (a label names one this containerd does not run)
         raise
 
 
-def _record(client, pool, ns, asked):
-    rec = {"images": [], "content": {}, "ingests": [], "snapshots": {}, "leases": [], "containers": []}
+def _record(client, pool, ns, asked, running):
+    rec = {"images": [], "content": {}, "ingests": [], "snapshots": {}, "leases": [], "containers": [], "sandboxes": []}
     for img in asked["images"].result():
-        rec["images"].append({"name": img.name, "target": img.target.digest})
-    snapshotters = {DEFAULT_SNAPSHOTTER}
+        rec["images"].append({"name": img.name, "target": img.target.digest, "labels": dict(img.labels)})
+    snapshotters = set()
     for info in asked["content"].result():
         labels = dict(info.labels)
-        rec["content"][info.digest] = {"size": int(info.size), "labels": labels}
+        rec["content"][info.digest] = {"size": int(info.size), "labels": labels, "created_ns": timestamp_ns(info.created_at)}
         snapshotters.update(k[len(REF_SNAPSHOT):].split("/", 1)[0] for k in labels if k.startswith(REF_SNAPSHOT))
     for st in asked["ingests"].result():
-        rec["ingests"].append({"ref": st.ref, "offset": int(st.offset), "total": int(st.total),
+        rec["ingests"].append({"ref": st.ref, "offset": int(st.offset), "total": int(st.total), "expected": st.expected,
                                "started_ns": timestamp_ns(st.started_at), "updated_ns": timestamp_ns(st.updated_at)})
     for c in asked["containers"].result():
-        rec["containers"].append({"id": c.id, "image": c.image, "snapshotter": c.snapshotter or DEFAULT_SNAPSHOTTER,
+        # an empty snapshotter: the container has no snapshot (containerd's GC follows none)
+        rec["containers"].append({"id": c.id, "image": c.image, "snapshotter": c.snapshotter,
                                   "snapshot_key": c.snapshot_key, "labels": dict(c.labels)})
         if c.snapshotter:
             snapshotters.add(c.snapshotter)
+    for sb in asked["sandboxes"].result():
+        rec["sandboxes"].append({"id": sb.sandbox_id, "labels": dict(sb.labels)})
     leases = asked["leases"].result()
     resources = [pool.submit(client.lease_resources, ns, lease.id) for lease in leases]
     for lease, fut in zip(leases, resources):
@@ -77,8 +92,8 @@ def _record(client, pool, ns, asked):
                 raise
             continue  # gone since the list
         rec["leases"].append({"id": lease.id, "created_ns": timestamp_ns(lease.created_at), "labels": dict(lease.labels), "resources": held})
-    others = {s: pool.submit(_snapshots, client, ns, s) for s in sorted(snapshotters - {DEFAULT_SNAPSHOTTER})}
-    for snapshotter, fut in [(DEFAULT_SNAPSHOTTER, asked["snapshots"])] + sorted(others.items()):
+    others = {s: pool.submit(_snapshots, client, ns, s) for s in sorted(snapshotters - set(running) - {""})}
+    for snapshotter, fut in sorted(asked["snapshots"].items()) + sorted(others.items()):
         for info in fut.result():
             rec["snapshots"][(snapshotter, info.name)] = {
                 "parent": info.parent, "kind": int(info.kind), "labels": dict(info.labels), "created_ns": timestamp_ns(info.created_at), "size": None}

@@ -44,6 +44,44 @@ def test_disk_usage_bad_options(kw, message):
         _disk_usage.options(params_for(disk_usage.ARGUMENT_SPEC, **kw))
 
 
+class _LogsCri:
+    """ListPodSandbox, ListContainers and ContainerStatus of two pods: one logs outside pod_logs_dir, one without a log path."""
+
+    def __init__(self, elsewhere):
+        from types import SimpleNamespace as NS
+
+        self.NS = NS
+        self.pods = [NS(id="s1", metadata=NS(namespace="ns", name="web", uid="u1")), NS(id="s2", metadata=NS(namespace="ns", name="old", uid="u2"))]
+        self.containers = [NS(id="c1", pod_sandbox_id="s1"), NS(id="c2", pod_sandbox_id="s2")]
+        self.paths = {"c1": str(elsewhere / "ns_web_u1" / "app" / "0.log"), "c2": ""}
+
+    def list_pod_sandbox(self):
+        return self.pods
+
+    def list_containers(self):
+        return self.containers
+
+    def call_async(self, method, container_id):
+        assert method == "ContainerStatus"
+        status = self.NS(status=self.NS(log_path=self.paths[container_id]))
+        return self.NS(result=lambda: status)
+
+
+def test_logs_are_found_at_the_cris_log_paths_and_pod_logs_dir_is_the_fallback(tmp_path):
+    elsewhere, fallback = tmp_path / "elsewhere", tmp_path / "pods"
+    (elsewhere / "ns_web_u1" / "app").mkdir(parents=True)
+    (elsewhere / "ns_web_u1" / "app" / "0.log").write_bytes(b"x" * 40960)
+    (fallback / "ns_old_u2" / "app").mkdir(parents=True)
+    (fallback / "ns_old_u2" / "app" / "0.log").write_bytes(b"y" * 8192)
+    # the kubelet's copy of a pod the CRI already named is not counted twice
+    (fallback / "ns_web_u1").symlink_to(elsewhere / "ns_web_u1")
+    found = _disk_usage.container_logs(_disk_usage.Walker(100), _LogsCri(elsewhere), str(fallback))
+    logs = {i["id"]: i for i in found}
+    assert sorted(i["id"] for i in found) == ["ns_old_u2", "ns_web_u1"]
+    assert logs["ns_web_u1"]["bytes"] >= 40960 and logs["ns_web_u1"]["name"] == "web"
+    assert 8192 <= logs["ns_old_u2"]["bytes"] < 40960
+
+
 def test_walker_stops_and_says_where(tmp_path):
     for n in range(4):
         (tmp_path / ("d%d" % n)).mkdir()
@@ -58,6 +96,7 @@ def test_walker_stops_and_says_where(tmp_path):
 
 class _Version:
     runtime_name = "containerd"
+    runtime_version = "2.1.4"
 
 
 class _Cri:
@@ -111,7 +150,8 @@ def test_a_failure_after_removals_says_changed_and_returns_the_plan(monkeypatch,
     assert str(err.value).startswith("storage_gc stopped at image busy:1 in namespace moby: containerd at unix:///fake.sock failed images Delete")
     assert result["changed"] is True and _Api.calls == [("lease", "old")]
     assert result["already_gone"] == [{"kind": "ingest", "namespace": "moby", "id": "ing-1"}]
-    assert [s["kind"] for s in result["plan"]] == ["ingest", "lease", "image", "snapshot", "snapshot"]
+    assert [s["kind"] for s in result["plan"]][:3] == ["ingest", "lease", "image"]
+    assert {s["kind"] for s in result["plan"][3:]} == {"content", "snapshot"}
     # removed: what this run removed before the failure (the cleanup's history record keeps it), not the gone ingest
     assert result["removed"] == [s for s in result["plan"] if s["kind"] == "lease"] and result["removed"][0]["id"] == "old"
 
@@ -119,5 +159,5 @@ def test_a_failure_after_removals_says_changed_and_returns_the_plan(monkeypatch,
 def test_check_mode_calls_nothing_that_changes(monkeypatch, tmp_path):
     _fake_node(monkeypatch, tmp_path)
     result = _storage_gc.run(_Cri(), sgc(namespaces=["moby"], ingest_max_age="1s"), check_mode=True)
-    assert result["changed"] is False and _Api.calls == [] and len(result["plan"]) == 5 and result["freed_bytes"] == 0
+    assert result["changed"] is False and _Api.calls == [] and len(result["plan"]) == 11 and result["freed_bytes"] == 0
     assert result["removed"] == []

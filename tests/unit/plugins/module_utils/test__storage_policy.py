@@ -12,17 +12,17 @@ SN = "overlayfs"
 NOW = 1_800_000_000 * 10**9
 
 
-def ns(images=(), content=None, snapshots=None, leases=(), containers=(), ingests=()):
-    return {"images": [{"name": n, "target": t} for n, t in images], "content": content or {}, "snapshots": snapshots or {},
-            "leases": list(leases), "containers": list(containers), "ingests": list(ingests)}
+def ns(images=(), content=None, snapshots=None, leases=(), containers=(), ingests=(), sandboxes=()):
+    return {"images": [{"name": n, "target": t, "labels": {}} for n, t in images], "content": content or {}, "snapshots": snapshots or {},
+            "leases": list(leases), "containers": list(containers), "ingests": list(ingests), "sandboxes": list(sandboxes)}
 
 
 def blob(size, **labels):
-    return {"size": size, "labels": labels}
+    return {"size": size, "labels": labels, "created_ns": NOW - 600 * 10**9}
 
 
 def snap(size, parent="", **labels):
-    return {"size": size, "parent": parent, "kind": 3, "labels": labels}
+    return {"size": size, "parent": parent, "kind": 3, "labels": labels, "created_ns": NOW - 60 * 10**9}
 
 
 def image_ns(prefix, layer_size, snap_size, shared=None):
@@ -52,7 +52,8 @@ def inventory():
         "moby": ns(images=[("busy:1", "m-manifest")], content=m_content, snapshots=m_snaps,
                    leases=[{"id": "old", "created_ns": NOW - 3600 * 10**9, "labels": {"containerd.io/gc.expire": "2020-01-01T00:00:00Z"},
                             "resources": [("content", "leased-blob"), ("ingests", "ing-1")]}],
-                   ingests=[{"ref": "ing-1", "offset": 30, "total": 90, "started_ns": NOW - 7200 * 10**9, "updated_ns": NOW - 7000 * 10**9}]),
+                   ingests=[{"ref": "ing-1", "offset": 30, "total": 90, "expected": "", "started_ns": NOW - 7200 * 10**9,
+                             "updated_ns": NOW - 7000 * 10**9}]),
     }
 
 
@@ -69,26 +70,44 @@ def test_attribution_is_disjoint_and_complete():
     assert cats["writable_layers"]["bytes"] == 11 and cats["container_logs"]["bytes"] == 13
     assert cats["stale_ingests"]["objects"][0]["bytes"] == 30 and cats["stale_ingests"]["objects"][0]["idle_seconds"] == 7000
     assert cats["leased"]["objects"][0]["bytes"] == 50 and cats["leased"]["objects"][0]["expired"] is True
-    assert {o["id"] for o in cats["unreferenced_snapshots"]["objects"]} == {"rooted", "rooted-child"}
-    assert cats["unreferenced_snapshots"]["bytes"] == 67
+    # the gc.root snapshot (with its age), then what nothing references: the child of the rooted one
+    rest = {o["id"]: o for o in cats["unreferenced_snapshots"]["objects"]}
+    assert set(rest) == {"rooted", "rooted-child"} and cats["unreferenced_snapshots"]["bytes"] == 67
+    assert rest["rooted"]["gc_root"] is True and rest["rooted"]["age_seconds"] == 60 and rest["rooted"]["kind"] == "snapshot"
+    assert rest["rooted-child"]["gc_root"] is False
     assert sum(c["bytes"] for c in cats.values()) == 100000
 
 
 def test_usage_is_asked_for_all_but_the_cris_writable_layers():
-    wanted = P.needs_usage(inventory())
+    wanted = P.needs_usage(inventory(), cri_containers={"c1"})
     assert ("k8s.io", SN, "ctr-rw") not in wanted and ("moby", SN, "rooted") in wanted
-    assert ("k8s.io", SN, "ctr-rw") in P.needs_usage(inventory(), cri_container_snapshots=False)
+    assert ("k8s.io", SN, "ctr-rw") in P.needs_usage(inventory())
 
 
-def test_plan_order_keep_and_leaves_first():
+def test_a_k8s_io_container_outside_the_cri_is_measured_as_a_writable_layer():
+    inv = inventory()
+    cats = P.attribute(inv, 100000, [], None, NOW)  # the CRI reports no container c1: ctr made it
+    assert cats["writable_layers"]["objects"] == [{"namespace": "k8s.io", "id": "c1", "name": "app:1", "bytes": 0}]
+    inv["k8s.io"]["snapshots"][(SN, "ctr-rw")]["size"] = 4000
+    assert P.attribute(inv, 100000, [], None, NOW)["writable_layers"]["bytes"] == 4000
+
+
+def test_plan_removes_roots_and_predicts_the_collection():
     inv = inventory()
     steps = P.plan(inv, ["moby"], None, 3600 * 10**9, None, NOW)
-    assert [(s["kind"], s["id"]) for s in steps] == [("ingest", "ing-1"), ("lease", "old"), ("image", "busy:1"),
-                                                     ("snapshot", "rooted-child"), ("snapshot", "rooted")]
+    assert [(s["kind"], s["id"]) for s in steps] == [
+        ("ingest", "ing-1"), ("lease", "old"), ("image", "busy:1"),
+        ("content", "leased-blob"), ("content", "m-config"), ("content", "m-layer"), ("content", "m-manifest"), ("content", "shared"),
+        ("snapshot", "m-base"), ("snapshot", "m-top"), ("snapshot", "rooted-child")]
+    by_id = {s["id"]: s for s in steps}
+    # the blob k8s.io still holds frees nothing; the plan's bytes add up to what goes
+    assert by_id["shared"]["bytes"] == 0 and by_id["m-layer"]["bytes"] == 300 and by_id["rooted-child"]["bytes"] == 7
+    assert sum(s["bytes"] for s in steps) == 30 + 50 + 100 + 10 + 300 + 400 * 2 + 7
     kept = P.plan(inv, ["moby"], keep_matcher(["busy:*"]), 3600 * 10**9, None, NOW)
-    assert ("image", "busy:1") not in [(s["kind"], s["id"]) for s in kept]
+    assert ("image", "busy:1") not in [(s["kind"], s["id"]) for s in kept] and "m-top" not in [s["id"] for s in kept]
     young = P.plan(inv, [], None, 8000 * 10**9, None, NOW)
-    assert [s["kind"] for s in young] == ["lease", "snapshot", "snapshot"]
+    # the ingest the lease held goes with it (not idle long enough to be aborted: containerd's collection removes it)
+    assert [s["kind"] for s in young] == ["lease", "content", "snapshot", "ingest"]
 
 
 def test_image_used_by_a_container_of_its_namespace_stays():
@@ -111,6 +130,16 @@ def test_lease_max_age_takes_unexpired_leases():
 ])
 def test_parse_rfc3339(text, expected):
     assert P.parse_rfc3339(text) == expected
+
+
+def test_gc_root_objects_stay_unless_released():
+    inv = inventory()
+    assert "rooted" not in [s["id"] for s in P.plan(inv, ["moby"], None, 0, None, NOW)]
+    steps = P.plan(inv, ["moby"], None, 0, None, NOW, release_gc_roots=True)
+    assert [(s["kind"], s["id"], s.get("snapshotter")) for s in steps if s["id"] == "rooted"] == [("gc_root", "rooted", SN), ("snapshot", "rooted", SN)]
+    # a gc.root object something else still references keeps its label
+    inv["moby"]["containers"].append({"id": "d1", "image": "", "snapshotter": SN, "snapshot_key": "rooted-child", "labels": {}})
+    assert "rooted" not in [s["id"] for s in P.plan(inv, ["moby"], None, 0, None, NOW, release_gc_roots=True)]
 
 
 def test_a_live_sandboxs_lease_is_never_planned():

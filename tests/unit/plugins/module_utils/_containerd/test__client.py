@@ -7,48 +7,43 @@ import grpc
 import pytest
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _containerd_images_pb2 as images_pb
-from ansible_collections.kubenode.gc.plugins.module_utils import _cri
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _client
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _content_pb2 as content_pb
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _leases_pb2 as leases_pb
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _snapshots_pb2 as snapshots_pb
-from devtools.grpc_server import GrpcServer
 
 
-def test_calls_are_counted_and_empty_answers_accepted():
+def test_calls_are_counted_and_empty_answers_accepted(grpc_server, cri_client):
     statuses = content_pb.ListStatusesResponse(statuses=[content_pb.Status(ref="r1", offset=5, total=9)]).SerializeToString()
-    with GrpcServer({"ListStatuses": ("reply", statuses), "Abort": ("reply", b"")}) as server:
-        cri = _cri.CriClient(server.endpoint, timeout=5)
-        api = _client.ContainerdClient(cri)
-        assert [(s.ref, s.offset, s.total) for s in api.ingests("default")] == [("r1", 5, 9)]
-        api.abort_ingest("default", "r1")
-        cri.close()
+    cri = cri_client(grpc_server({"ListStatuses": ("reply", statuses), "Abort": ("reply", b"")}).endpoint)
+    api = _client.ContainerdClient(cri)
+    assert [(s.ref, s.offset, s.total) for s in api.ingests("default")] == [("r1", 5, 9)]
+    api.abort_ingest("default", "r1")
     assert cri.rpc_calls == {"containerd.content.ListStatuses": 1, "containerd.content.Abort": 1}
 
 
-def test_not_found_keeps_its_code_in_one_sentence():
-    with GrpcServer({"Remove": ("abort", (grpc.StatusCode.NOT_FOUND, "snapshot x:\nnot found"))}) as server:
-        api = _client.ContainerdClient(_cri.CriClient(server.endpoint, timeout=5))
-        with pytest.raises(_client.ContainerdError) as err:
-            api.remove_snapshot("default", "overlayfs", "x")
+def test_not_found_keeps_its_code_in_one_sentence(grpc_server, cri_client):
+    server = grpc_server({"Remove": ("abort", (grpc.StatusCode.NOT_FOUND, "snapshot x:\nnot found"))})
+    api = _client.ContainerdClient(cri_client(server.endpoint))
+    with pytest.raises(_client.ContainerdError) as err:
+        api.remove_snapshot("default", "overlayfs", "x")
     assert err.value.code == "NOT_FOUND"
     assert str(err.value) == ("containerd at %s failed snapshots Remove in namespace default: snapshot x: not found (NOT_FOUND)."
                               % server.endpoint)
 
 
-def test_not_containerd_says_so():
-    with GrpcServer() as server:
-        api = _client.ContainerdClient(_cri.CriClient(server.endpoint, timeout=5))
-        with pytest.raises(_client.ContainerdError) as err:
-            api.namespaces()
+def test_not_containerd_says_so(grpc_server, cri_client):
+    api = _client.ContainerdClient(cri_client(grpc_server().endpoint))
+    with pytest.raises(_client.ContainerdError) as err:
+        api.namespaces()
     assert "does not serve containerd's namespaces API (List)" in str(err.value) and "\n" not in str(err.value)
 
 
-def test_deadline_names_cri_timeout():
-    with GrpcServer({"List": ("sleep", 2)}) as server:
-        api = _client.ContainerdClient(_cri.CriClient(server.endpoint, timeout=0.3))
-        with pytest.raises(_client.ContainerdError) as err:
-            api.leases("moby")
+def test_deadline_names_cri_timeout(grpc_server, cri_client):
+    server = grpc_server({"List": ("sleep", 2)})
+    api = _client.ContainerdClient(cri_client(server.endpoint, timeout=0.3))
+    with pytest.raises(_client.ContainerdError) as err:
+        api.leases("moby")
     assert str(err.value) == "containerd at %s did not answer leases List in namespace moby within 0.3 seconds (cri_timeout)." % server.endpoint
 
 
