@@ -17,15 +17,20 @@ import functools
 import glob
 import os
 
+from ansible_collections.kubenode.gc.plugins.module_utils import _daemons
 from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config_policy as policy
+from ansible_collections.kubenode.gc.plugins.module_utils import _node_layouts as layouts
 from ansible_collections.kubenode.gc.plugins.module_utils._common import CONFIG_FILE_ARGS, require_library
 from ansible_collections.kubenode.gc.plugins.module_utils._config_io import file_mode, redact_texts, redacted_diff
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError, KubenodeGcError
 from ansible_collections.kubenode.gc.plugins.module_utils._findings import finding, sort_findings
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_flags import (
     CONFIG_DIR_FLAG,
+    CONFIG_FLAG,
     FEATURE_GATES_FLAG,
+    KUBELET_ARG,
     ROOT_DIR_FLAG,
+    command_line_flags,
     config_flag,
     distro_kubelet_args,
     flag_overrides,
@@ -36,7 +41,11 @@ from ansible_collections.kubenode.gc.plugins.module_utils._redact import redacte
 from ansible_collections.kubenode.gc.plugins.module_utils._yaml_edit import HAS_RUAMEL, RUAMEL_IMPORT_ERROR, load, plain, redact_text
 
 DEFAULT_ROOT_DIR = "/var/lib/kubelet"
-DEFAULT_PATHS = ("/var/lib/kubelet/config.yaml", "/etc/kubernetes/kubelet/kubelet-config.json", "/etc/kubernetes/kubelet-config.yaml")
+# where the kubelet's file is when no flag file names it: kubeadm, EKS, kubespray; k0s (which builds the kubelet's command line itself)
+DEFAULT_PATHS = ("/var/lib/kubelet/config.yaml", "/etc/kubernetes/kubelet/kubelet-config.json", "/etc/kubernetes/kubelet-config.yaml",
+                 "/var/lib/k0s/kubelet-config.yaml", "/run/k0s/kubelet-config.yaml")
+# k0s runs the kubelet with --root-dir <data dir>/kubelet
+K0S_ROOT_DIR = "/var/lib/k0s/kubelet"
 # The drop-in directories k3s and RKE2 always pass to the kubelet (--config-dir): they build its command line themselves
 DISTRO_CONFIG_DIRS = ("/var/lib/rancher/rke2/agent/etc/kubelet.conf.d", "/var/lib/rancher/k3s/agent/etc/kubelet.conf.d")
 DROPIN_SUFFIX = ".conf"
@@ -64,11 +73,59 @@ def read_flag_files(files, patterns):
 
 
 def read_flags(files, patterns):
-    """The kubelet flags of the flag files: k3s/RKE2 config files (``*.yaml``, their ``kubelet-arg``) first, then the others."""
-    texts = read_flag_files(files, patterns)
+    """The kubelet flags of the flag files: k3s/RKE2 config files (``*.yaml``, their ``kubelet-arg``) first, then the others.
+
+    MicroK8s's arguments file has its snap's variables ($SNAP_DATA...) expanded, as MicroK8s does."""
+    texts = [(path, _daemons.expand(text, layouts.microk8s_variables(path)) if layouts.is_microk8s_args(path) else text)
+             for path, text in read_flag_files(files, patterns)]
     configs = [(path, text) for path, text in texts if path.endswith((".yaml", ".yml"))]
     distro = distro_kubelet_args([(path, plain(load(text, path).data) if text.strip() else {}) for path, text in configs])
     return distro + parse_flag_files([(path, text) for path, text in texts if (path, text) not in configs])
+
+
+def running_kubelet(files):
+    """The running kubelet: dict(pid, what, flags) with the flags of its command line (MicroK8s's kubelite: of the file
+    of its --kubelet-args-file), relative paths as the kubelet resolves them; None when no kubelet runs."""
+    proc = _daemons.kubelet_process()
+    if proc is None:
+        return None
+    words, source = proc.argv[1:], "/proc/%d/cmdline" % proc.pid
+    if proc.name == _daemons.KUBELITE or os.path.basename(proc.argv[0]) == _daemons.KUBELITE:
+        args_file = _daemons.go_flags(proc.argv[1:], [(_daemons.KUBELITE_ARGS_FLAG,)]).get(_daemons.KUBELITE_ARGS_FLAG)
+        if not args_file:
+            return None
+        args_file = _daemons.in_process(proc, _daemons.expand(args_file, proc.environ))
+        variables = dict(proc.environ, **layouts.microk8s_variables(args_file))
+        words, source = _daemons.args_file_words(files.read_text(args_file), variables), args_file
+    flags = command_line_flags(words, source)
+    for flag in flags:
+        if flag["flag"] in (CONFIG_FLAG, CONFIG_DIR_FLAG, ROOT_DIR_FLAG):
+            flag["value"] = _daemons.in_process(proc, flag["value"])
+    return dict(pid=proc.pid, what="the running kubelet (pid %d)" % proc.pid, flags=flags, source=source)
+
+
+def attribute(daemon_flags, file_flags):
+    """The running kubelet's flags, each named by the flag file that sets it to that value when one does."""
+    out = []
+    for flag in daemon_flags:
+        same = [f["file"] for f in file_flags if (f["flag"], f["value"]) == (flag["flag"], flag["value"])]
+        out.append(dict(flag, file=same[-1]) if same else flag)
+    return out
+
+
+def daemon_findings(daemon, file_flags):
+    """Where the running kubelet's command line and the flag files disagree: one warning per flag, naming both values."""
+    if not daemon or not file_flags:
+        return []
+    out = []
+    for name in sorted({f["flag"] for f in daemon["flags"] + file_flags} - {KUBELET_ARG}):
+        running, written = info_flags(daemon["flags"], name), [f for f in file_flags if f["flag"] == name]
+        if (running[-1] if running else None) != (written[-1]["value"] if written else None):
+            out.append(finding("warning", "daemon_differs_from_files", "%s runs with %s, but the flag files give %s; the module uses the running "
+                               "kubelet's value (a restart of the kubelet would take the files')" % (
+                                   daemon["what"], "%s=%s" % (name, running[-1]) if running else "no %s" % name,
+                                   "%s=%s (in %s)" % (name, written[-1]["value"], written[-1]["file"]) if written else "no %s" % name)))
+    return out
 
 
 def find_path(config_flag_path):
@@ -118,30 +175,61 @@ def in_dropin_dir(path, directory):
 def run(files, opts, check_mode=False):
     """Read, plan and (unless check mode) write; returns the module's result with ``diff``.
 
+    When a kubelet runs, its command line is the truth (running_kubelet): its --config, --config-dir and flags; the
+    flag files are then only compared with it. Without one, the flag files and the default paths say what it would read.
     A symbolic link as the config file is followed: the target is read and replaced (``resolved_path``).
     Secret values (_redact) are replaced by the marker in ``config``, ``effective`` and ``diff``, and
     removed from every message, including errors. A run that may write holds the file's lock
     (_config_io.lock_dirs) from its read to its write, so concurrent runs on one file both land.
     """
-    flags = read_flags(files, opts["flag_files"])
-    config_dir, dir_found = (opts["config_dir"], "option") if opts.get("config_dir") else find_config_dir(flags)
-    main = find_path(config_flag(flags))
+    file_flags = read_flags(files, opts["flag_files"])
+    daemon = running_kubelet(files)
+    flags = attribute(daemon["flags"], file_flags) if daemon else file_flags
+    if opts.get("config_dir"):
+        config_dir, dir_found = opts["config_dir"], "option"
+    elif daemon:
+        config_dir, dir_found = config_flag(flags, CONFIG_DIR_FLAG), "flag"
+    else:
+        config_dir, dir_found = find_config_dir(flags)
+    main = config_flag(flags) if daemon else find_path(config_flag(flags))
     path = opts["path"] or main
-    if path is None and not (flags or config_dir):
+    if path is None and not (flags or config_dir or daemon):
         raise ConfigError("No kubelet configuration file found (tried %s); give path, and content to create one." % ", ".join(DEFAULT_PATHS))
     resolved = files.resolve_path(path) if path else None
     writing = not check_mode and settings_or_content(opts)
     with files.lock([resolved] if writing and resolved else []):
-        return _run(files, opts, check_mode, flags, config_dir, dir_found, main, path, resolved)
+        return _run(files, opts, check_mode, flags, config_dir, dir_found, main, path, resolved, daemon, file_flags)
 
 
-def _run(files, opts, check_mode, flags, config_dir, dir_found, main, path, resolved):
+def refusal(opts, path, main, flags, daemon, existing, os_name):
+    """Why an edit of ``path`` cannot take effect (one sentence), or None: a regenerated file; with a running kubelet, a
+    file that is neither its --config nor a drop-in of its --config-dir, or a requested key one of its flags sets."""
+    why = layouts.regenerated(path, existing, os_name)
+    if why:
+        return "Not editing %s: %s; nothing was written." % (path, why)
+    if daemon and path != main and not in_dropin_dir(path, config_flag(flags, CONFIG_DIR_FLAG)):
+        reads = "%s (its --config)" % main if main else "no configuration file (it has no --config)"
+        return "Not editing %s: %s reads %s, not %s, so the edit would not take effect; nothing was written." % (path, daemon["what"], reads, path)
+    if daemon:
+        for key in opts["settings"] or {}:
+            flag = [f for f in flag_overrides(flags) if f["key"] == key]
+            if flag:
+                return ("settings.%s cannot take effect: %s has %s=%s on its command line (%s), which overrides the file; nothing was written."
+                        % (key, daemon["what"], flag[-1]["flag"], flag[-1]["value"], flag[-1]["file"]))
+    return None
+
+
+def _run(files, opts, check_mode, flags, config_dir, dir_found, main, path, resolved, daemon, file_flags):
     existing = files.read_text(path) if path else None  # at the end of its links (resolved), named as written
     dropins = []
     if config_dir:
         editing_dropin = in_dropin_dir(path, config_dir)
         dropins = [(p, existing if p == path else files.read_text(p)) for p in dropin_paths(config_dir, path if editing_dropin else None)]
         dropins = [(p, t) for p, t in dropins if t is not None or p == path]
+    os_name = layouts.os_id(files.read_text)
+    refused = refusal(opts, path, main, flags, daemon, existing, os_name) if settings_or_content(opts) and path else None
+    if refused:
+        raise ConfigError(refused)
     if settings_or_content(opts) and config_dir and os.path.normpath(config_dir) in DISTRO_CONFIG_DIRS and in_dropin_dir(path, config_dir):
         first = os.path.relpath(path, config_dir).split(os.sep, maxsplit=1)[0]
         if first in DISTRO_GENERATED:
@@ -160,11 +248,13 @@ def _run(files, opts, check_mode, flags, config_dir, dir_found, main, path, reso
         result = {k: planned[k] for k in RESULT_KEYS}
         result.update(path=path, resolved_path=resolved, config=redacted(result["config"]), effective=redacted(result["effective"]),
                       config_dir=config_dir, dropins=[p for p, t in dropins])
-        discovered = discovery_findings(path, main, opts, flags, config_dir, dir_found)
+        discovered = discovery_findings(path, main, opts, flags, config_dir, dir_found, daemon)
+        discovered += daemon_findings(daemon, file_flags) + generated_findings(path, existing, os_name)
         result["findings"] = sort_findings(result["findings"] + discovered, by=("code",))
         result["feature_gates"] = policy.feature_gates(planned["config"], info_flags(flags, FEATURE_GATES_FLAG))
         root_dirs = info_flags(flags, ROOT_DIR_FLAG)
-        result["root_dir"] = root_dirs[-1] if root_dirs else DEFAULT_ROOT_DIR
+        result["root_dir"] = root_dirs[-1] if root_dirs else (K0S_ROOT_DIR if path and layouts.K0S_KUBELET_CONFIG.search(path) else DEFAULT_ROOT_DIR)
+        result["daemon"] = dict(pid=daemon["pid"], source=daemon["source"]) if daemon else None
         if planned["changed"] and not check_mode:
             backup_file = files.write_text(path, planned["after"], backup=opts["backup"], validate=opts["validate"], mode=opts["mode"])
             if backup_file:
@@ -179,9 +269,17 @@ def settings_or_content(opts):
     return opts["settings"] is not None or opts["content"] is not None
 
 
-def discovery_findings(path, main, opts, flags, config_dir, dir_found):
+def discovery_findings(path, main, opts, flags, config_dir, dir_found, daemon=None):
     """What the module had to assume about the kubelet's command line, as information findings."""
     out = []
+    if daemon:
+        if opts["path"] and path != main and not in_dropin_dir(path, config_flag(flags, CONFIG_DIR_FLAG)):
+            out.append(finding("warning", "daemon_reads_other_file", "%s reads %s, not %s, so the values reported for that file are not the ones "
+                               "it uses" % (daemon["what"], "%s (its --config)" % main if main else "no configuration file", path)))
+        elif path is None:
+            out.append(finding("info", "no_config_file", "%s has no --config, so the values reported are the kubelet's defaults%s and its flags" % (
+                daemon["what"], ", the drop-ins of %s" % config_dir if config_dir else "")))
+        return out
     if path is None:
         out.append(finding("info", "no_config_file", "The kubelet's command line in the flag files names no configuration file (--config) and "
                            "none of the default paths exists, so the values reported are the kubelet's defaults%s and its flags" % (
@@ -195,6 +293,12 @@ def discovery_findings(path, main, opts, flags, config_dir, dir_found):
     return out
 
 
+def generated_findings(path, text, os_name):
+    """A generated_file warning when something else writes the file read again."""
+    why = layouts.regenerated(path, text, os_name) if path and text is not None else None
+    return [finding("warning", "generated_file", "%s is generated: %s." % (path, why))] if why else []
+
+
 # The module's options (plugins/modules/kubelet_config.py documents them); here so that kubenode.gc.node_audit runs it too.
 DEFAULT_FLAG_FILES = [
     "/var/lib/kubelet/kubeadm-flags.env",
@@ -206,6 +310,8 @@ DEFAULT_FLAG_FILES = [
     "/etc/kubernetes/kubelet.env",
     "/etc/eks/kubelet/environment",
     "/etc/systemd/system/kubelet.service",
+    "/usr/lib/systemd/system/kubelet.service",
+    "/var/snap/microk8s/current/args/kubelet",
     "/etc/rancher/k3s/config.yaml",
     "/etc/rancher/k3s/config.yaml.d/*.yaml",
     "/etc/rancher/rke2/config.yaml",

@@ -21,6 +21,7 @@ import json
 import re
 import shlex
 
+from ansible_collections.kubenode.gc.plugins.module_utils._daemons import unexpanded
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import MAP_KINDS
 
@@ -61,6 +62,9 @@ def parse_flag_files(files):
         unit = re.search(r"^[ \t]*\[[A-Za-z]+\][ \t]*$", text, re.M) is not None
         tokens = []
         for line in re.sub(r"\\\r?\n", " ", text).splitlines():
+            if not unit and line.strip().startswith("--"):  # an arguments file, one flag per line (MicroK8s's args/kubelet)
+                tokens += _split(line.strip())
+                continue
             name, sep, value = line.strip().partition("=")
             name = name.strip()
             if not sep or name.startswith(("#", ";")):
@@ -75,6 +79,13 @@ def parse_flag_files(files):
     return found
 
 
+def command_line_flags(words, source):
+    """The kubelet flags we know (and --config, --config-dir) in the words of its command line, parsed as pflag does:
+    ``--flag=value`` or ``--flag value``, up to a ``--``; ``source`` names where they come from."""
+    words = list(words)
+    return _flags_of(words[:words.index("--")] if "--" in words else words, source, KNOWN_FLAGS)
+
+
 def _flags_of(tokens, path, known):
     found = []
     words = iter(tokens)
@@ -85,7 +96,7 @@ def _flags_of(tokens, path, known):
             found += kubelet_arg_flags([value] if value is not None else [], path)
         elif flag in known:
             value = value if sep else next(words, None)
-            if value is not None:
+            if value is not None and not unexpanded(value):  # a ${VAR} nothing expands is no value
                 found.append(dict(flag=flag, value=value, file=path))
     return found
 

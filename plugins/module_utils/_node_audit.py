@@ -17,6 +17,7 @@ The parts that were tasks of their own (the nodefs ``stat -f``, the credential r
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
@@ -54,6 +55,7 @@ ARGUMENT_SPEC = dict(
     container_gc=dict(type="dict", default={}),
     disk_usage=dict(type="dict", default={}),
     keep_images=dict(type="list", elements="str", default=[]),
+    remove_images=dict(type="list", elements="str", default=[]),
     kubelet_root_dir=dict(type="path", default="/var/lib/kubelet"),
     gc_timer_unit=dict(type="path", default=DEFAULT_TIMER_UNIT),
     detail=dict(type="str", default="full", choices=["full", "summary"]),
@@ -63,7 +65,7 @@ ARGUMENT_SPEC = dict(
 OWN = {
     "kubelet_config": ("content", "backup", "validate"),
     "runtime_config": ("content", "storage_content", "runtime", "query_runtime", "backup", "validate"),
-    "image_gc": ("mode", "high_threshold_percent", "low_threshold_percent", "min_age", "max_age", "keep_images"),
+    "image_gc": ("mode", "high_threshold_percent", "low_threshold_percent", "min_age", "max_age", "keep_images", "images"),
     "container_gc": (),
     "disk_usage": (),
 }
@@ -118,9 +120,8 @@ def options(params):
         settings = given.pop("settings", None)
         read = part_params("runtime_config.%s" % kind, _runtime_config.ARGUMENT_SPEC, dict(given, runtime=kind, **cri))
         drift = None
-        if settings is not None:
-            drift = part_params("runtime_config.%s" % kind, _runtime_config.ARGUMENT_SPEC,
-                                dict(given, runtime=kind, settings=settings, query_runtime=False, **cri))
+        if settings is not None:  # query_runtime stays true for its options(): see RUNTIME_DRIFT
+            drift = part_params("runtime_config.%s" % kind, _runtime_config.ARGUMENT_SPEC, dict(given, runtime=kind, settings=settings, **cri))
         runtime_parts[kind] = (read, drift)
     gc_common = _given(params.get("image_gc"))
     keep = list(params.get("keep_images") or [])
@@ -130,6 +131,11 @@ def options(params):
     shared = {key: gc_common[key] for key in ("ledger_path", "lock_timeout") if key in gc_common}
     prune = part_params("image_gc", IMAGE_GC_SPEC, dict(shared, mode="prune", min_age=params["prune_min_age"], keep_images=keep, **cri))
     _image_gc.options(prune)  # checked now, before anything is read
+    # the listed plan (kubenode_gc_remove_images): where each listed image is, and who uses it; the ledger and lock shared too
+    listed = None
+    if params.get("remove_images"):
+        listed = part_params("image_gc", IMAGE_GC_SPEC, dict(shared, mode="listed", images=list(params["remove_images"]), keep_images=keep, **cri))
+        _image_gc.options(listed)
     out = dict(
         cri_info=part_params("cri_info", _cri_info.ARGUMENT_SPEC, dict(gather=["runtime", "imagefs", "images", "containers"], **cri)),
         kubelet=part_params("kubelet_config", _kubelet_config.ARGUMENT_SPEC, kubelet),
@@ -139,6 +145,7 @@ def options(params):
         overrides=dict(params.get("image_gc_overrides") or {}),
         image_gc_policy=policy,
         image_gc_prune=prune,
+        image_listed=listed,
         container_gc=part_params("container_gc", CONTAINER_GC_SPEC, dict(_given(params.get("container_gc")), **cri)),
         disk_usage=part_params("disk_usage", _disk_usage.ARGUMENT_SPEC, dict(_given(params.get("disk_usage")), **cri)),
         image_pin=part_params("image_pin", _image_pin.ARGUMENT_SPEC, dict(images=keep, **cri)) if keep else None,
@@ -230,6 +237,16 @@ PARTS = {"cri_info": _cri_info, "kubelet_config": _kubelet_config, "runtime_conf
          "image_pin": _image_pin, "container_gc": _container_gc, "disk_usage": _disk_usage}
 
 
+def runtime_drift_options(params):
+    """runtime_config's options for the drift pass: the running runtime's files and command line, read from /proc as the
+    read pass reads them (query_runtime true), so both passes judge the file and the flags the daemon uses; but no CRI
+    query in run(), which the read pass has made."""
+    return dict(_runtime_config.options(params), query_runtime=False)
+
+
+RUNTIME_DRIFT = SimpleNamespace(options=runtime_drift_options, run=_runtime_config.run)
+
+
 def run(module, opts):
     """Every part, in the audit's order; a node whose runtime cannot be read fails with cri_info's sentence."""
     out = {}
@@ -252,7 +269,7 @@ def run(module, opts):
     runtime = run_part(module, PARTS["runtime_config"], read, config_files)
     out["runtime_config"] = runtime
     out["runtime_config_drift"] = None if drift is None else (
-        run_part(module, PARTS["runtime_config"], drift, config_files) if _ok(runtime) else _skipped())
+        run_part(module, RUNTIME_DRIFT, drift, config_files) if _ok(runtime) else _skipped())
     out["nodefs"] = nodefs(opts["kubelet_root_dir"])
     # the cleanup's policy (the variables the user set, else the node's kubelet configuration, else the kubelet's defaults)
     try:
@@ -265,6 +282,7 @@ def run(module, opts):
         out["image_gc_policy"] = run_part(module, PARTS["image_gc"], params, cri_client)
     out["gc_timer"] = gc_timer(opts["gc_timer_unit"], opts["image_gc_prune"]["ledger_path"])
     out["image_gc_prune"] = run_part(module, PARTS["image_gc"], opts["image_gc_prune"], cri_client)
+    out["image_listed"] = None if opts["image_listed"] is None else run_part(module, PARTS["image_gc"], opts["image_listed"], cri_client)
     runtime_info = cri.get("runtime") or {}
     if opts["image_pin"] is not None and pin_kind(runtime_info.get("name"), runtime_info.get("version"))[0] is not None:
         out["image_pin"] = run_part(module, PARTS["image_pin"], opts["image_pin"], cri_client)

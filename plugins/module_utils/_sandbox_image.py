@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import os
 
+from ansible_collections.kubenode.gc.plugins.module_utils import _daemons
+
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 
 try:
@@ -63,57 +65,11 @@ def from_sandbox_info(info):
     return image if isinstance(image, str) and image else None
 
 
-def _listener_pid(socket_path):
-    """Pid of the process listening on a unix socket (through /proc), or None.
-
-    /proc/net/unix names the path the socket was bound to, which may go through a symlink (cri-o's default
-    /var/run/crio/crio.sock is /run/crio/crio.sock), so paths of the same name are compared resolved.
-    """
-    inodes = set()
-    target = os.path.realpath(socket_path)
-    try:
-        with open("/proc/net/unix", encoding="utf-8") as f:
-            next(f)
-            for line in f:
-                fields = line.split()
-                if len(fields) >= 8 and int(fields[3], 16) & 0x10000 and (  # __SO_ACCEPTCON
-                    fields[7] == socket_path
-                    or (os.path.basename(fields[7]) == os.path.basename(socket_path) and os.path.realpath(fields[7]) == target)
-                ):
-                    inodes.add("socket:[%s]" % fields[6])
-    except (OSError, ValueError, StopIteration):
-        return None
-    if not inodes:
-        return None
-    for pid in sorted((int(p) for p in os.listdir("/proc") if p.isdigit())):
-        fd_dir = "/proc/%d/fd" % pid
-        try:
-            fds = os.listdir(fd_dir)
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(os.path.join(fd_dir, fd)) in inodes:
-                    return pid
-            except OSError:
-                continue
-    return None
-
-
 def _config_path(pid):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            args = f.read().decode(errors="replace").split("\0")
-    except OSError:
+    proc = _daemons.read_process(pid)
+    if proc is None or not os.path.basename(proc.argv[0]).startswith("containerd"):
         return None
-    if not os.path.basename(args[0]).startswith("containerd"):
-        return None
-    for i, arg in enumerate(args):
-        if arg in ("--config", "-c") and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith("--config="):
-            return arg.split("=", 1)[1]
-    return CONTAINERD_CONFIG
+    return _daemons.runtime_flags("containerd", proc.argv[1:], proc=proc).get("config", CONTAINERD_CONFIG)
 
 
 def from_containerd_config(text):
@@ -134,7 +90,7 @@ def from_containerd_config(text):
 
 def from_runtime_config(socket_path):
     """The sandbox image in the config file of the containerd listening on ``socket_path``, or None."""
-    pid = _listener_pid(socket_path)
+    pid = _daemons.listener_pid(socket_path)
     path = _config_path(pid) if pid else None
     if not path:
         return None

@@ -67,12 +67,32 @@ description:
     The C(containerfs.available) and C(containerfs.inodesFree) eviction signals (v1.29+) are accepted.
     Only Linux eviction defaults are known (with C(imagefs.inodesFree), v1.30+).
     C(mergeDefaultEvictionSettings) is taken into account as v1.33+ kubelets do; older kubelets ignore the key.
-    Flags are read from files, not from the running process. Every flag found in O(flag_files) is assumed to reach the
-    kubelet; when a flag appears several times, the last one (in O(flag_files) order) wins, and a repeated map flag adds to
-    the first. A map flag such as C(--eviction-hard) replaces the whole map from the file and the drop-ins, and the default
-    eviction thresholds are not merged into it.
-    The kubelet's command line is read from files, never from the running process - where no flag file names the
-    configuration file, the module says so (C(config_path_assumed), C(no_config_file)) instead of presenting a guess as fact.
+    When a flag appears several times, the last one wins, and a repeated map flag adds to the first. A map flag such as
+    C(--eviction-hard) replaces the whole map from the file and the drop-ins, and the default eviction thresholds are not
+    merged into it.
+  - >-
+    The running kubelet is asked first. When a process named C(kubelet) runs on the node (or MicroK8s's C(kubelite), whose
+    kubelet flags are in the file of its C(--kubelet-args-file)), its command line (C(/proc/<pid>/cmdline), where systemd
+    has already expanded the unit's C(Environment=) and C(EnvironmentFile=) variables) is the truth - its C(--config) is
+    the file (relative paths are taken from the kubelet's working directory), its C(--config-dir) the drop-in directory,
+    its C(--root-dir) RV(root_dir), and its flags the ones in RV(flag_overrides) (named by the flag file that sets the same
+    value, else by C(/proc/<pid>/cmdline)). The flag files are then only compared with it - each flag (C(--config)
+    included) on which they disagree is a C(daemon_differs_from_files) warning naming both values. The module must run as
+    root (C(become)) to read another user's process.
+  - >-
+    Edits that cannot take effect are refused with one sentence and nothing is written - an O(path) that is not the file
+    the running kubelet reads (its C(--config), or a drop-in of its C(--config-dir)); a O(settings) key that a flag on the
+    running kubelet's command line sets; and a file that something else writes again - GKE's C(configure.sh) writes
+    C(/home/kubernetes/kubelet-config.yaml) at every boot, k0s writes its C(kubelet-config.yaml) at every start from its
+    worker profile, Bottlerocket renders every file from its settings API (change it with C(apiclient set)), and a file under
+    C(/run) is on a tmpfs. A read of such a file is a C(generated_file) warning.
+  - >-
+    When no kubelet runs (a node image being built), the flag files are the kubelet's command line - every flag found in
+    O(flag_files) is assumed to reach the kubelet, and where no flag file names the configuration file, the module says so
+    (C(config_path_assumed), C(no_config_file)) instead of presenting a guess as fact. A flag value that still holds a
+    C($VAR) or C(${VAR}) placeholder nothing defines (a template's) is no value and is left out. MicroK8s's
+    C(args/kubelet) (one flag per line) has its snap's variables (C($SNAP_DATA), C($SNAP_COMMON)) expanded as MicroK8s
+    does. k0s runs its kubelet with C(--root-dir /var/lib/k0s/kubelet).
 author:
   - kubenode.gc contributors (@kubenode)
 attributes:
@@ -94,10 +114,13 @@ options:
     description:
       - The kubelet configuration file.
       - It may also be a drop-in of the kubelet's drop-in directory (see O(config_dir)).
-      - When not given, the path in the last C(--config) flag found in O(flag_files) (whether it exists or not, as that is the
-        file the kubelet reads), else the first existing file of V(/var/lib/kubelet/config.yaml) (kubeadm),
-        V(/etc/kubernetes/kubelet/kubelet-config.json) (EKS AL2) and V(/etc/kubernetes/kubelet-config.yaml) (kubespray), with
-        a C(config_path_assumed) finding.
+      - When not given, the C(--config) of the running kubelet (none when it has none). When no kubelet runs, the path in
+        the last C(--config) flag found in O(flag_files) (whether it exists or not, as that is the file the kubelet reads),
+        else the first existing file of V(/var/lib/kubelet/config.yaml) (kubeadm),
+        V(/etc/kubernetes/kubelet/kubelet-config.json) (EKS AL2), V(/etc/kubernetes/kubelet-config.yaml) (kubespray),
+        V(/var/lib/k0s/kubelet-config.yaml) and V(/run/k0s/kubelet-config.yaml) (k0s), with a C(config_path_assumed) finding.
+      - A path the running kubelet does not read is reported with a C(daemon_reads_other_file) warning, and O(settings) or
+        O(content) for it fail the task.
       - When there is none of these, a node whose flags or drop-in directory are found (AKS's flags-only kubelet, RKE2 and k3s,
         which run the kubelet with C(--config-dir) only) is reported from its defaults, drop-ins and flags (RV(path) is
         V(null), a C(no_config_file) finding); O(settings) and O(content) then need O(path). When nothing at all is found
@@ -148,7 +171,8 @@ options:
   config_dir:
     description:
       - The kubelet's drop-in directory (its C(--config-dir)).
-      - When not given, the last C(--config-dir) flag found in O(flag_files) (EKS AL2023's nodeadm passes
+      - When not given, the running kubelet's C(--config-dir) (none when it has none); when no kubelet runs, the last
+        C(--config-dir) flag found in O(flag_files) (EKS AL2023's nodeadm passes
         V(/etc/kubernetes/kubelet/config.json.d)), else the directory RKE2 or k3s passes, when it exists -
         V(/var/lib/rancher/rke2/agent/etc/kubelet.conf.d), V(/var/lib/rancher/k3s/agent/etc/kubelet.conf.d) (with a
         C(config_dir_of_distribution) finding). No directory is read when there is none.
@@ -161,7 +185,10 @@ options:
         C(KUBELET_ARGS) and C(kubelet_custom_flags), EKS nodeadm's C(NODEADM_KUBELET_ARGS), AKS's C(KUBELET_FLAGS),
         kOps's C(DAEMON_ARGS) in C(/etc/sysconfig/kubelet)) and
         systemd units or drop-ins with C(Environment=) and C(ExecStart=) lines (backslash continuations are joined; a k3s or
-        RKE2 C(--kubelet-arg=name=value) there is the kubelet flag C(--name=value)). Files that do not exist are skipped.
+        RKE2 C(--kubelet-arg=name=value) there is the kubelet flag C(--name=value)), and arguments files with one flag per
+        line (MicroK8s's C(args/kubelet)). Files that do not exist are skipped.
+      - When a kubelet runs, its command line is used instead and these files are only compared with it (see the
+        description).
       - Files ending in C(.yaml) or C(.yml) are k3s/RKE2 configuration files - their C(kubelet-arg) list (a later file's
         list replaces an earlier one, C(kubelet-arg+) appends to it) gives kubelet flags. k3s and RKE2 do not pass
         C(config=) and C(config-dir=) on - they copy them into their drop-in directory, which is read instead.
@@ -183,6 +210,8 @@ options:
       - /etc/kubernetes/kubelet.env
       - /etc/eks/kubelet/environment
       - /etc/systemd/system/kubelet.service
+      - /usr/lib/systemd/system/kubelet.service
+      - /var/snap/microk8s/current/args/kubelet
       - /etc/rancher/k3s/config.yaml
       - /etc/rancher/k3s/config.yaml.d/*.yaml
       - /etc/rancher/rke2/config.yaml
@@ -302,12 +331,21 @@ feature_gates:
   version_added: 0.1.0
 root_dir:
   description:
-    - The kubelet's root directory - the last C(--root-dir) flag in O(flag_files), else V(/var/lib/kubelet). Its
+    - The kubelet's root directory - the running kubelet's C(--root-dir), else the last C(--root-dir) flag in O(flag_files),
+      else V(/var/lib/k0s/kubelet) for k0s's configuration file and V(/var/lib/kubelet) for any other. Its
       C(image_manager/) subdirectory holds the kubelet's pulled-image credential records, which no module of this
       collection ever touches.
   returned: always
   type: str
   sample: /var/lib/kubelet
+  version_added: 0.1.0
+daemon:
+  description:
+    - The running kubelet whose command line the module used - its C(pid) and C(source), C(/proc/<pid>/cmdline) or the
+      arguments file of MicroK8s's C(kubelite); V(null) when no kubelet runs and the flag files were used.
+  returned: always
+  type: dict
+  sample: {"pid": 1234, "source": "/proc/1234/cmdline"}
   version_added: 0.1.0
 resolved_path:
   description: The file actually read and written, RV(path) with every symbolic link followed.
@@ -427,6 +465,11 @@ findings:
     - C(config_path_assumed) (info) - no flag file names the kubelet's C(--config), so a file at a default path is assumed
       to be the one it reads.
     - C(config_dir_of_distribution) (info) - the drop-in directory is the one RKE2 or k3s pass to the kubelet.
+    - C(daemon_differs_from_files) (warning) - the running kubelet's command line and the flag files disagree on a flag,
+      naming both values.
+    - C(daemon_reads_other_file) (warning) - O(path) is not the file the running kubelet reads.
+    - C(generated_file) (warning) - something else writes the file again (GKE, k0s, Bottlerocket, C(/run)); an edit of it
+      is refused.
     - C(deprecated_flag) (warning) - one per deprecated container GC flag.
     - C(image_gc_disabled) (info) - C(imageGCHighThresholdPercent) is 100.
   returned: always

@@ -74,6 +74,15 @@ options:
     type: list
     elements: str
     default: []
+  remove_images:
+    description:
+      - Images to look for (O(kubenode.gc.image_gc#module:images) patterns, the cleanup's C(kubenode_gc_remove_images)) - the
+        listed plan (M(kubenode.gc.image_gc) with O(kubenode.gc.image_gc#module:mode=listed) in check mode) says which of them
+        are on the node, which the cleanup would remove, and which stay with the pods using them or the rule that keeps them.
+      - Empty (the default) - no listed plan (RV(audit.image_listed) is V(null)).
+    type: list
+    elements: str
+    default: []
   container_gc:
     description:
       - Options of M(kubenode.gc.container_gc) for its plan.
@@ -174,7 +183,11 @@ audit:
       type: dict
       returned: when the runtime could be read
     runtime_config_drift:
-      description: The M(kubenode.gc.runtime_config) result in check mode with the desired settings; V(null) without them.
+      description:
+        - The M(kubenode.gc.runtime_config) result in check mode with the desired settings; V(null) without them.
+        - Like RV(audit.runtime_config), it judges the files and command-line values of the runtime listening on the CRI socket
+          (its C(/proc/<pid>/cmdline)), not the fallback layouts; it makes no CRI call of its own (RV(audit.runtime_config) has
+          asked the runtime).
       type: dict
       returned: when the runtime could be read
     image_gc_policy:
@@ -183,6 +196,13 @@ audit:
       returned: when the runtime could be read
     image_gc_prune:
       description: The M(kubenode.gc.image_gc) plan in prune mode (check mode).
+      type: dict
+      returned: when the runtime could be read
+    image_listed:
+      description:
+        - The M(kubenode.gc.image_gc) plan in listed mode (check mode) for O(remove_images) - RV(kubenode.gc.image_gc#module:removed)
+          the listed images no container uses, RV(kubenode.gc.image_gc#module:listed_kept) the others with their pods or rule;
+          V(null) without O(remove_images).
       type: dict
       returned: when the runtime could be read
     image_pin:

@@ -36,11 +36,18 @@ description:
     C(--state /run/k3s/containerd), which win over the file. RV(current) reports those (with C(root_from_command_line)
     and C(state_from_command_line) findings when the file says otherwise), a C(root) or C(state) setting fails, and the
     generated file is never edited (see below)."
+  - "k0s: its containerd reads C(/etc/k0s/containerd.toml) (which k0s writes, C(# k0s_managed=true)) and its imports, with
+    C(--root /var/lib/k0s/containerd) and C(--state /run/k0s/containerd)."
   - "Generated files are never edited: a file whose header (the comment lines it starts with) says C(DO NOT EDIT), or
     that the OpenShift Machine Config Operator writes (its header says so, or it is a file of the MachineConfig in
     C(/etc/machine-config-daemon/currentconfig)), fails the task when it would be written, naming what to edit instead
-    (the C(.tmpl) template the header names; a ContainerRuntimeConfig or MachineConfig), and nothing is written. Read-only,
-    each such file read (drop-ins included) is a C(generated_file) warning."
+    (the C(.tmpl) template the header names; a ContainerRuntimeConfig or MachineConfig), and nothing is written. So does
+    a file that GKE's C(configure.sh) writes at every boot (containerd's C(config.toml) on a node with
+    C(/home/kubernetes/bin/configure.sh) or C(configure-helper.sh)), k0s's C(containerd.toml) (put settings in
+    C(/etc/k0s/containerd.d/) instead), MicroK8s's C(args/containerd.toml) (edit C(args/containerd-template.toml) next to it,
+    which the module then accepts as O(path)), any file on Bottlerocket (C(ID=bottlerocket) in C(/etc/os-release); change
+    its settings with C(apiclient set)) and a file under C(/run). Read-only, each such file read (drop-ins included) is a
+    C(generated_file) warning."
   - "containerd C(imports) are read as containerd reads them: breadth first (the main file, its imports, then what they
     import), each file once, relative paths against the importing file's directory, an entry with C(*) a sorted glob;
     a later file wins. Version 1 and 2 files are merged as containerd 1.x does (an imported C([plugins.<id>]) table
@@ -59,6 +66,36 @@ description:
   - With O(query_runtime), the runtime's CRI socket is asked for its sandbox image and image filesystem, to tell whether the
     configuration matches the running runtime. The runtime reads its configuration only when it starts; restart it to
     apply a change.
+  - >-
+    With O(query_runtime), the running runtime is asked first - the process listening on the CRI socket in use (its inode
+    in C(/proc/net/unix), then the C(socket:[inode]) links of C(/proc/<pid>/fd)). Its command line
+    (C(/proc/<pid>/cmdline), where systemd has already expanded the unit's C(Environment=) and C(EnvironmentFile=)
+    variables) and environment are the truth - containerd's C(--config)/C(-c), C(--root) and C(--state); cri-o's
+    C(--config), C(--config-dir), C(--root), C(--runroot), C(--pause-image), C(--storage-driver) and C(--imagestore) (or their
+    C(CONTAINER_*) environment variables) and C(CONTAINERS_STORAGE_CONF). They give the runtime, the files read when
+    O(runtime), O(path), O(dropin_dir) and O(storage_path) are not given, and the values of RV(current) the flags set
+    (with C(<setting>_from_command_line) findings when the files say otherwise). The running runtime also says what it
+    uses - containerd's CRI status its root and state; cri-o's configuration, from its own HTTP API on the same socket
+    (C(GET /config), what C(crio status config) shows), its C(root), C(runroot), C(storage_driver) and C(imagestore)
+    (cri-o's CRI status names only its runtime table and its pause image) - and where that differs from the files and
+    command line, as after an edit not yet applied by a restart, a C(daemon_differs_from_files) warning names both values
+    (RV(current) keeps what the files and command line give, which a restart applies). The pause image or sandbox image
+    the CRI status names is compared by the C(sandbox_image_mismatch) check. The module must run as root (C(become)) to
+    read another user's process.
+  - >-
+    Edits that cannot take effect are refused with one sentence and nothing is written - a file that is not the one the
+    runtime reads (O(path), O(storage_path) or O(dropin_dir) other than its command line's; read-only, a
+    C(daemon_reads_other_file) warning); a setting that a flag of its command line sets; and a file that something else
+    writes again (see below).
+  - >-
+    When no runtime runs (a node image being built) or O(query_runtime) is false, the node's files say how the runtime
+    is started - MicroK8s's C(/var/snap/microk8s/current/args/containerd) (one flag per line, its snap's variables
+    expanded), else the runtime's systemd unit and drop-ins (C(containerd.service), C(crio.service) in
+    C(/etc/systemd/system), C(/run/systemd/system), C(/usr/lib/systemd/system), C(/lib/systemd/system)) with their
+    C(Environment=) and C(EnvironmentFile=) variables expanded, as Flatcar's C(CONTAINERD_CONFIG) names
+    C(/usr/share/containerd/config.toml); k3s, RKE2 and k0s start containerd with flags of their own (see below). A value
+    that still holds a C($VAR) or C(${VAR}) placeholder (a template's, such as MicroK8s's C(${SNAPSHOTTER})) is no
+    value - RV(current) reports V(null) for it, with a C(template_placeholder) finding.
 author:
   - kubenode.gc contributors (@kubenode)
 extends_documentation_fragment:
@@ -82,7 +119,9 @@ options:
   runtime:
     description:
       - The container runtime whose configuration to manage.
-      - When not set, it is V(crio) if O(storage_path), O(storage_content) or O(dropin_dir) is given; otherwise V(containerd)
+      - When not set, the runtime listening on the CRI socket (with O(query_runtime)); else V(crio) if O(storage_path),
+        O(storage_content) or O(dropin_dir) is given; otherwise V(containerd) when its systemd unit or MicroK8s's arguments
+        file names its C(--config), else V(containerd)
         if O(path) (when not given, C(/etc/containerd/config.toml) or RKE2's or k3s's config) exists, V(crio) if
         C(/etc/containers/storage.conf), C(/etc/crio/crio.conf) or C(/etc/crio/crio.conf.d) exists, and the module fails
         when both or neither do.
@@ -90,17 +129,21 @@ options:
     choices: [containerd, crio]
   path:
     description:
-      - The runtime's main configuration file, C(/etc/crio/crio.conf) for CRI-O when not set.
-      - For containerd when not set, the first that exists of C(/etc/containerd/config.toml),
-        C(/var/lib/rancher/rke2/agent/etc/containerd/config.toml) (RKE2) and
-        C(/var/lib/rancher/k3s/agent/etc/containerd/config.toml) (k3s), else C(/etc/containerd/config.toml).
+      - The runtime's main configuration file. When not set, the C(--config) of the running runtime (with O(query_runtime)),
+        else the one its systemd unit or MicroK8s's arguments file names, else C(/etc/crio/crio.conf) for CRI-O.
+      - For containerd when none of these names it, the first that exists of C(/etc/containerd/config.toml),
+        C(/var/lib/rancher/rke2/agent/etc/containerd/config.toml) (RKE2), C(/var/lib/rancher/k3s/agent/etc/containerd/config.toml)
+        (k3s) and C(/etc/k0s/containerd.toml) (k0s), else C(/etc/containerd/config.toml).
     type: path
   storage_path:
-    description: CRI-O only. The containers/storage configuration file, C(/etc/containers/storage.conf) when not set.
+    description:
+      - CRI-O only. The containers/storage configuration file - when not set, the C(CONTAINERS_STORAGE_CONF) of the running
+        cri-o, else C(/etc/containers/storage.conf).
     type: path
   dropin_dir:
     description:
-      - CRI-O only. The directory of CRI-O's configuration drop-ins, C(/etc/crio/crio.conf.d) when not set. Every file in it
+      - CRI-O only. The directory of CRI-O's configuration drop-ins - when not set, the C(--config-dir) of the running cri-o
+        (or of its systemd unit), else C(/etc/crio/crio.conf.d). Every file in it
         (any name, subdirectories included) is read, in CRI-O's order; none is ever edited.
     type: path
   settings:
@@ -150,7 +193,8 @@ options:
   query_runtime:
     description:
       - Ask the runtime through its CRI socket (O(cri_endpoint)) for the findings that compare the configuration with the
-        running runtime.
+        running runtime, and read the command line of the process listening there (see the description).
+      - V(false) reads the files only, as on a node image being built.
       - When the socket cannot be reached, the module adds an C(info) finding C(runtime_unreachable) instead of failing.
         grpcio and protobuf are needed only when the socket answers.
     type: bool
@@ -314,8 +358,14 @@ findings:
       C(config_version_1), C(crio_root_mismatch), C(crio_runroot_mismatch), C(crio_imagestore_mismatch),
       C(crio_storage_driver_mismatch), C(dropin_overrides), C(import_overrides) (a containerd import overrides a value of
       the main file), C(generated_file) (a file read is generated, see the description), C(config_version_4),
-      C(root_from_command_line) and C(state_from_command_line) (k3s/RKE2), C(runtime_unreachable) and C(runtime_other) (the socket
-      belongs to another runtime, so the runtime checks were skipped).
+      C(root_from_command_line) and C(state_from_command_line) (containerd's C(--root)/C(--state) - of the running runtime, its
+      unit, MicroK8s, k3s, RKE2 or k0s), C(graphroot_from_command_line), C(runroot_from_command_line),
+      C(imagestore_from_command_line), C(driver_from_command_line) and C(pause_image_from_command_line) (cri-o's flags),
+      C(daemon_differs_from_files) (the running runtime names another value - containerd's CRI status its root or state,
+      cri-o's configuration its graphroot, runroot, driver or imagestore), C(daemon_reads_other_file)
+      (O(path), O(storage_path) or O(dropin_dir) is not what the runtime reads), C(template_placeholder) (a C(${VAR}) value
+      of a template), C(runtime_unreachable) and C(runtime_other) (the socket belongs to another runtime, so the runtime
+      checks were skipped).
   returned: always
   type: list
   elements: dict
@@ -332,6 +382,15 @@ findings:
   sample: [{"severity": "warning", "code": "sandbox_image_mismatch",
             "message": "The config sets sandbox_image registry.k8s.io/pause:3.10 but the runtime at unix:///run/containerd/containerd.sock uses
                         registry.k8s.io/pause:3.9 (a restart applies the new value)."}]
+daemon:
+  description:
+    - The running runtime whose command line the module used (with O(query_runtime)) - its C(pid) and the C(flags) read from
+      its command line and environment (C(config), C(config-dir), C(root), C(state), C(runroot), C(pause-image),
+      C(storage-driver), C(imagestore), C(address), C(storage-conf)); V(null) when none was read.
+  returned: always
+  type: dict
+  sample: {"pid": 812, "flags": {"config": "/etc/containerd/config.toml", "root": "/data/containerd"}}
+  version_added: 0.1.0
 rpc_calls:
   description: CRI calls made, per method (none when O(query_runtime) is false or the runtime is unreachable).
   returned: always

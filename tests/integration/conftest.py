@@ -23,6 +23,7 @@ KUBENODE_GC_TEST_INTERPRETERS=name=/path,... overrides the list.
 """
 
 import contextlib
+import fcntl
 import glob
 import json
 import os
@@ -92,6 +93,22 @@ def pytest_terminal_summary(terminalreporter):
 def _needs_root():
     if os.geteuid() != 0:
         pytest.exit("integration tests need root (they mount tmpfs and run containerd)", returncode=1)
+
+
+# The kubelet fixture (test_daemon_config.py) runs a process named kubelet that every module on this machine sees in
+# /proc and obeys: a test that uses it holds this lock exclusively, every other test holds it shared, so no test of
+# another xdist worker runs while that process is up.
+KUBELET_PROCESS_LOCK = os.path.join(os.environ.get("TMPDIR", "/tmp"), "kubenode-gc-kubelet-process.lock")
+
+
+@pytest.fixture(autouse=True)
+def _kubelet_process_lock(request):
+    with open(KUBELET_PROCESS_LOCK, "a", encoding="utf-8") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if "kubelet" in request.fixturenames else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")

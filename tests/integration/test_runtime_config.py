@@ -3,8 +3,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """kubenode.gc.runtime_config on files in tmp_path, and its runtime findings against every real runtime."""
 
+import contextlib
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -302,61 +304,88 @@ def _copy(src, dest, replace):
     return write(dest, text)
 
 
-def config_args(runtime, tmp_path, **replace):
-    """runtime_config arguments for a copy of the runtime's own config files, with ``replace``
-    (root, sandbox_image, imagestore) applied where this runtime keeps them."""
+def config_args(runtime, tmp_path, in_place=False, **replace):
+    """runtime_config arguments for a copy of the runtime's own config files (``in_place``: the files themselves), with
+    ``replace`` (root, sandbox_image, imagestore) applied where this runtime keeps them."""
     if runtime.kind == "containerd":
         keys = {"root": "root", "sandbox_image": "sandbox_image" if runtime.major < 2 else "sandbox"}
-        path = _copy(runtime.config_path, tmp_path / "config.toml", {keys[k]: v for k, v in replace.items()})
+        path = _copy(runtime.config_path, pathlib.Path(runtime.config_path) if in_place else tmp_path / "config.toml", {keys[k]: v for k, v in replace.items()})
         return {"runtime": "containerd", "path": path}
     # CRI-O: crio.conf's [crio] overrides storage.conf, so a path changes in both
     crio_keys = {"root": "root", "sandbox_image": "pause_image", "imagestore": "imagestore"}
     storage_keys = {"root": "graphroot", "imagestore": "imagestore"}
-    crio = _copy(runtime.config_path, tmp_path / "crio.conf", {crio_keys[k]: v for k, v in replace.items()})
-    storage = _copy(runtime.storage_conf, tmp_path / "storage.conf", {storage_keys[k]: v for k, v in replace.items() if k in storage_keys})
+    crio = _copy(runtime.config_path, pathlib.Path(runtime.config_path) if in_place else tmp_path / "crio.conf", {crio_keys[k]: v for k, v in replace.items()})
+    storage = _copy(runtime.storage_conf, pathlib.Path(runtime.storage_conf) if in_place else tmp_path / "storage.conf",
+                    {storage_keys[k]: v for k, v in replace.items() if k in storage_keys})
     return {"runtime": "crio", "path": crio, "storage_path": storage, "dropin_dir": runtime.dropin_dir}
 
 
+@contextlib.contextmanager
+def own_config(runtime, **replace):
+    """The running runtime's own config files with ``replace`` (root, sandbox_image, imagestore) applied where this
+    runtime keeps them, put back as they were afterwards (the runtime read them when it started, so it runs on)."""
+    files = [runtime.config_path] + ([runtime.storage_conf] if runtime.kind == "cri-o" else [])
+    saved = {path: open(path, encoding="utf-8").read() for path in files}
+    try:
+        args = config_args(runtime, None, in_place=True, **replace)
+        yield args
+    finally:
+        for path, text in saved.items():
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+
+
 def test_runtime_findings_against_the_running_runtime(ansible, runtime, tmp_path, interpreter):
+    """Only the CRI endpoint is given: the module reads the files of the runtime listening there (its own, edited here)."""
     crio = runtime.kind == "cri-o"
     root_key, image_key = ("graphroot", "pause_image") if crio else ("root", "sandbox_image")
     query = {"cri_endpoint": runtime.endpoint, "query_runtime": True}
     # its own config: root (and imagestore) on the filesystems it reports, same sandbox image
-    res = ok(run(ansible, dict(config_args(runtime, tmp_path), **query), interpreter))
+    with own_config(runtime):
+        res = ok(run(ansible, query, interpreter))
     assert res["changed"] is False and res["current"][root_key] == runtime.root
     if crio:
         assert res["current"]["imagestore"] == runtime.imagestore
     assert res["rpc_calls"] == rpc_calls(runtime, {"Version": 1, "Status": 1, "ImageFsInfo": 1}, pods=False)
     assert res["findings"] == []
 
-    # root elsewhere (tmp_path is on no tmpfs of the runtime), as the file says and as a change
+    # root elsewhere (tmp_path is on no tmpfs of the runtime), as the file says and as a change; the runtime still names
+    # the root it runs with (containerd in its CRI status, cri-o in its configuration, GET /config)
+    differs = ["daemon_differs_from_files"]
     assert os.stat(str(tmp_path)).st_dev != os.stat(runtime.imagefs_mountpoint).st_dev
-    res = ok(run(ansible, dict(config_args(runtime, tmp_path, root=str(tmp_path / "root")), **query), interpreter))
-    assert codes(res) == ["root_not_on_imagefs"]
+    with own_config(runtime, root=str(tmp_path / "root")):
+        res = ok(run(ansible, query, interpreter))
+    assert codes(res) == differs + ["root_not_on_imagefs"]
+    assert res["findings"][0]["message"] == "The runtime at %s reports %s %s in %s, but its files and command line give %s." % (
+        runtime.endpoint, root_key, runtime.root, "its configuration (GET /config)" if crio else "its CRI status", tmp_path / "root")
     # with cri-o's imagestore, graphroot holds the containers: it belongs on the container filesystem
     kind, mount = ("container", runtime.containerfs_mountpoint) if crio else ("image", runtime.imagefs_mountpoint)
-    assert res["findings"][0]["message"] == "%s %s is not on the filesystem of the %s filesystem %s that the runtime at %s reports." % (
+    assert res["findings"][-1]["message"] == "%s %s is not on the filesystem of the %s filesystem %s that the runtime at %s reports." % (
         root_key,
         tmp_path / "root",
         kind,
         mount,
         runtime.endpoint,
     )
-    args = dict(config_args(runtime, tmp_path), settings={root_key: str(tmp_path / "new")}, **query)
-    res = ok(run(ansible, args, interpreter))
-    assert res["changed"] is True and codes(res) == ["root_not_on_imagefs"]
-    assert res["findings"][0]["message"].endswith(" (a restart applies the new value).")
+    with own_config(runtime):
+        res = ok(run(ansible, dict(query, settings={root_key: str(tmp_path / "new")}), interpreter))
+    assert res["changed"] is True and codes(res) == differs + ["root_not_on_imagefs"]
+    assert all(f["message"].endswith(" (a restart applies the new value).") for f in res["findings"])
     if crio:
-        res = ok(run(ansible, dict(config_args(runtime, tmp_path, imagestore=str(tmp_path / "store")), **query), interpreter))
+        with own_config(runtime, imagestore=str(tmp_path / "store")):
+            res = ok(run(ansible, query, interpreter))
         assert [f["message"] for f in res["findings"]] == [
+            "The runtime at %s reports imagestore %s in its configuration (GET /config), but its files and command line give %s."
+            % (runtime.endpoint, runtime.imagestore, tmp_path / "store"),
             "imagestore %s is not on the filesystem of the image filesystem %s that the runtime at %s reports."
-            % (tmp_path / "store", runtime.imagefs_mountpoint, runtime.endpoint)
+            % (tmp_path / "store", runtime.imagefs_mountpoint, runtime.endpoint),
         ]
 
-    # another sandbox image
+    # another sandbox image, in a copy (containerd 2.x names its sandbox image only in the file it was started with,
+    # which must stay as it is for that): the module says the runtime does not read the copy
     res = ok(run(ansible, dict(config_args(runtime, tmp_path, sandbox_image="registry.k8s.io/pause:3.10"), **query), interpreter))
-    assert codes(res) == ["sandbox_image_mismatch"]
-    assert res["findings"][0]["message"] == "The config sets %s registry.k8s.io/pause:3.10 but the runtime at %s uses %s." % (
+    assert codes(res) == ["daemon_reads_other_file", "sandbox_image_mismatch"]
+    assert res["findings"][1]["message"] == "The config sets %s registry.k8s.io/pause:3.10 but the runtime at %s uses %s." % (
         image_key,
         runtime.endpoint,
         runtime.sandbox_image,

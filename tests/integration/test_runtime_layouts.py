@@ -126,3 +126,39 @@ def test_crio_package_layout_gets_a_crio_conf(ansible, root):
     assert after[args["path"]] == b'[crio.image]\npause_image = "registry.k8s.io/pause:3.10"\n'
     assert crio_config(root, args["dropin_dir"], args["storage_path"], args["path"])["pause_image"] == "registry.k8s.io/pause:3.10"
     assert ok(run(ansible, dict(args, settings=settings)))["changed"] is False
+
+
+# layout of the second set -> the containerd config it reads, and whether its file is written again by the distribution
+# (the refusals that need the node's own fixed paths, GKE's scripts and Bottlerocket's /etc/os-release, are unit-tested)
+SECOND_SET = {
+    "kind": ("/etc/containerd/config.toml", False),
+    "gke": ("/etc/containerd/config.toml", False),
+    "bottlerocket": ("/etc/containerd/config.toml", False),
+    "flatcar": ("/usr/share/containerd/config.toml", False),
+    "microk8s": ("/var/snap/microk8s/current/args/containerd.toml", True),
+    "k0s": ("/etc/k0s/containerd.toml", True),
+}
+
+
+@pytest.mark.parametrize("name", CONTAINERD_BUILDS)
+@pytest.mark.parametrize("layout", sorted(SECOND_SET))
+def test_second_set_matches_config_dump(ansible, root, name, layout):
+    """The snapshotter and sandbox image (and, where no command line of the distribution sets them, root and state) equal
+    what containerd reads from the same file (``containerd config dump``, imports included); a file the distribution
+    writes again is never edited."""
+    binary, _version = containerd_binary(name)
+    install_layout(layout, root)
+    rel, generated = SECOND_SET[layout]
+    config = root + rel
+    res = ok(run(ansible, {"runtime": "containerd", "path": config}))
+    theirs = dumped(binary, config, 2 if "1." in name else 3)  # containerd 2.x migrates the version 2 file to 3
+    keys = ["snapshotter", "sandbox_image"] + ([] if layout == "k0s" else ["root", "state"])  # k0s: its --root/--state win
+    if layout == "flatcar":  # its file names no sandbox image: containerd's default, which depends on its version, is not guessed
+        assert res["current"]["sandbox_image"] is None
+        keys.remove("sandbox_image")
+    assert {k: res["current"][k] for k in keys} == {k: theirs[k] for k in keys}
+    if generated:
+        before = snapshot(root)
+        msg = one_sentence_failure(run(ansible, {"runtime": "containerd", "path": config, "settings": {"snapshotter": "native"}}))
+        assert msg.startswith("Not editing %s: " % config) and ("MicroK8s generates it" in msg or "k0s writes it" in msg)
+        assert snapshot(root) == before

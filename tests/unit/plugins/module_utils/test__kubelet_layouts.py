@@ -19,14 +19,42 @@ import shutil
 import pytest
 import yaml
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _config_io
+from ansible_collections.kubenode.gc.plugins.module_utils import _config_io, _daemons
 from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config as kcfg
+from ansible_collections.kubenode.gc.plugins.module_utils import _node_layouts as layouts
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_config import DEFAULT_FLAG_FILES
 
 LAYOUTS = os.path.join(os.path.dirname(__file__), "fixtures", "layouts")
 DEFAULT_HARD = {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%",
                 "imagefs.inodesFree": "5%"}
+
+
+class FakeProc:
+    """A /proc of made-up processes (cmdline, comm, environ, cwd; listening unix sockets in net/unix and fd links)."""
+
+    def __init__(self, base):
+        self.base = base
+        os.makedirs(os.path.join(base, "net"), exist_ok=True)
+        with open(os.path.join(base, "net", "unix"), "w", encoding="utf-8") as f:
+            f.write("Num       RefCount Protocol Flags    Type St Inode Path\n")
+        self.inode = 40000
+
+    def add(self, pid, argv, comm=None, environ=None, cwd="/", listens=()):
+        d = os.path.join(self.base, str(pid))
+        os.makedirs(os.path.join(d, "fd"))
+        with open(os.path.join(d, "cmdline"), "wb") as f:
+            f.write(b"\0".join(a.encode() for a in argv) + b"\0")
+        with open(os.path.join(d, "comm"), "w", encoding="utf-8") as f:
+            f.write((comm or os.path.basename(argv[0]))[:15] + "\n")
+        with open(os.path.join(d, "environ"), "wb") as f:
+            f.write(b"".join(("%s=%s" % kv).encode() + b"\0" for kv in (environ or {}).items()))
+        os.symlink(cwd, os.path.join(d, "cwd"))
+        for i, path in enumerate(listens):
+            self.inode += 1
+            with open(os.path.join(self.base, "net", "unix"), "a", encoding="utf-8") as f:
+                f.write("0000000000000000: 00000002 00000000 00010000 0001 01 %d %s\n" % (self.inode, path))
+            os.symlink("socket:[%d]" % self.inode, os.path.join(d, "fd", str(3 + i)))
 
 
 class Files:
@@ -51,7 +79,7 @@ class Files:
 
 
 def reroot(root, text):
-    return re.sub(r"(?<![\w.:/])/(etc|var|run|usr|lib)/", root + r"/\1/", text)
+    return re.sub(r"(?<![\w.:/}])/(etc|var|run|usr|lib|home)/", root + r"/\1/", text)
 
 
 def install_layout(name, root):
@@ -79,6 +107,7 @@ def node(tmp_path, monkeypatch):
 
     monkeypatch.setattr(kcfg, "DEFAULT_PATHS", tuple(root + p for p in kcfg.DEFAULT_PATHS))
     monkeypatch.setattr(kcfg, "DISTRO_CONFIG_DIRS", tuple(root + p for p in kcfg.DISTRO_CONFIG_DIRS))
+    reroot_node(monkeypatch, root)
 
     def run(check_mode=False, **args):
         opts = dict(path=None, settings=None, content=None, backup=False, mode=0o644, validate=None, config_dir=None,
@@ -93,6 +122,16 @@ def node(tmp_path, monkeypatch):
         return Files().read_text(root + rel)
 
     return install, run, path, read
+
+
+def reroot_node(monkeypatch, root):
+    """The node's fixed paths under ``root``, and an empty /proc (no daemon runs) there."""
+    monkeypatch.setattr(_daemons, "PROC", root + "/proc")
+    os.makedirs(root + "/proc", exist_ok=True)
+    monkeypatch.setattr(layouts, "OS_RELEASE", root + layouts.OS_RELEASE)
+    monkeypatch.setattr(layouts, "GKE_SCRIPTS", tuple(root + p for p in layouts.GKE_SCRIPTS))
+    monkeypatch.setattr(layouts, "MICROK8S_CONTAINERD_ARGS", root + layouts.MICROK8S_CONTAINERD_ARGS)
+    monkeypatch.setattr(_daemons, "SYSTEMD_UNIT_DIRS", tuple(root + p for p in _daemons.SYSTEMD_UNIT_DIRS))
 
 
 def codes(result):
@@ -418,3 +457,179 @@ def test_config_dir_discovery(monkeypatch):
     assert kcfg.find_config_dir([{"flag": "--config-dir", "value": "/etc/kubelet.conf.d", "file": "/f"}]) == ("/etc/kubelet.conf.d", "flag")
     assert kcfg.find_config_dir([], isdir=lambda p: "rke2" in p) == ("/var/lib/rancher/rke2/agent/etc/kubelet.conf.d", "distribution")
     assert kcfg.find_config_dir([], isdir=lambda p: False) == (None, None)
+
+
+# ---------------------------------------------------------------------------------------------- the second set of layouts
+
+
+def snapshot(root):
+    """Every file's bytes under ``root``, to prove a refused edit wrote nothing."""
+    out = {}
+    for base, _dirs, names in os.walk(root):
+        for name in names:
+            if not os.path.islink(os.path.join(base, name)):
+                with open(os.path.join(base, name), "rb") as f:
+                    out[os.path.join(base, name)] = f.read()
+    return out
+
+
+def refused(run, root, **args):
+    """The one sentence of a refused edit; every byte under ``root`` unchanged."""
+    before = snapshot(root)
+    with pytest.raises(ConfigError) as err:
+        run(**args)
+    assert snapshot(root) == before
+    return str(err.value)
+
+
+def test_microk8s_args_file(node):
+    """MicroK8s's args/kubelet: one flag per line, the snap's variables expanded; no configuration file."""
+    install, run, path, _read = node
+    install("microk8s")
+    res = run()
+    args = path("/var/snap/microk8s/current/args/kubelet")
+    assert res["path"] is None and res["config_dir"] is None
+    assert res["root_dir"] == path("/var/snap/microk8s/common/var/lib/kubelet")
+    assert res["effective"]["evictionHard"] == {"memory.available": "100Mi", "nodefs.available": "1Gi", "imagefs.available": "1Gi"}
+    assert [(f["flag"], f["file"]) for f in res["flag_overrides"]] == [("--eviction-hard", args)]
+    assert res["sources"]["evictionHard"] == args
+    assert ("info", "no_config_file") in codes(res)
+
+
+def test_microk8s_running_kubelite(node, tmp_path):
+    """kubelite (the kubelet inside MicroK8s) takes the kubelet's flags from the file of its --kubelet-args-file."""
+    install, run, path, _read = node
+    install("microk8s")
+    args = path("/var/snap/microk8s/current/args/kubelet")
+    with open(args, "a", encoding="utf-8") as f:
+        f.write("--image-gc-high-threshold=75\n")
+    FakeProc(path("/proc")).add(4242, ["/snap/microk8s/6089/kubelite", "--kubelet-args-file=" + args, "--start-control-plane=true"])
+    res = run()
+    assert res["daemon"] == {"pid": 4242, "source": args}
+    assert res["effective"]["imageGCHighThresholdPercent"] == 75 and res["root_dir"] == path("/var/snap/microk8s/common/var/lib/kubelet")
+
+
+def test_gke_config_and_flags_and_refusal(node):
+    """GKE: --config /home/kubernetes/kubelet-config.yaml in KUBELET_OPTS of /etc/default/kubelet; configure.sh writes the file at every boot."""
+    install, run, path, _read = node
+    install("gke")
+    res = run()
+    config = path("/home/kubernetes/kubelet-config.yaml")
+    assert res["path"] == config and res["flag_overrides"] == []
+    eff = res["effective"]
+    assert (eff["imageGCHighThresholdPercent"], eff["imageGCLowThresholdPercent"], eff["imageMinimumGCAge"]) == (85, 80, "2m0s")
+    assert eff["evictionHard"] == {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "pid.available": "10%"}
+    assert ("warning", "generated_file") in codes(res)
+    msg = refused(run, path(""), settings=GC)
+    assert msg.startswith("Not editing %s: GKE's configure.sh writes it at every boot" % config) and msg.endswith("; nothing was written.")
+
+
+def test_bottlerocket_rendered_files_are_read_never_edited(node):
+    install, run, path, _read = node
+    install("bottlerocket")
+    res = run()
+    config = path("/etc/kubernetes/kubelet/config")
+    assert res["path"] == config and res["root_dir"] == path("/var/lib/kubelet")
+    eff = res["effective"]
+    assert (eff["imageGCHighThresholdPercent"], eff["imageGCLowThresholdPercent"], eff["containerLogMaxFiles"]) == (80, 75, 5)
+    assert eff["evictionHard"] == {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%"}
+    msg = refused(run, path(""), settings=GC)
+    assert msg.startswith("Not editing %s: Bottlerocket renders it from its settings API" % config) and "apiclient set" in msg
+
+
+def test_k0s_kubelet_config_is_k0s_s(node):
+    install, run, path, _read = node
+    install("k0s")
+    res = run()
+    config = path("/var/lib/k0s/kubelet-config.yaml")
+    assert res["path"] == config and res["root_dir"] == "/var/lib/k0s/kubelet"
+    assert (res["effective"]["imageGCHighThresholdPercent"], res["effective"]["imageGCLowThresholdPercent"]) == (80, 70)
+    assert res["effective"]["evictionHard"] == {"imagefs.available": "10%", "memory.available": "200Mi"}
+    msg = refused(run, path(""), settings=GC)
+    assert msg.startswith("Not editing %s: k0s writes it at every start from its worker profile; change workerProfiles" % config)
+
+
+def test_kind(node):
+    """kind: kubeadm's files with kind's own settings (image GC off, disk eviction at 0%)."""
+    install, run, path, _read = node
+    install("kind")
+    res = run()
+    assert res["path"] == path("/var/lib/kubelet/config.yaml") and res["flag_overrides"] == []
+    eff = res["effective"]
+    assert eff["imageGCHighThresholdPercent"] == 100
+    assert eff["evictionHard"] == {"imagefs.available": "0%", "nodefs.available": "0%", "nodefs.inodesFree": "0%"}
+    assert ("info", "image_gc_disabled") in codes(res)
+
+
+def test_template_placeholders_are_no_values(node):
+    """A flag whose value is a ${VAR} nothing expands is not reported (a template's, or an unset variable's)."""
+    install, run, path, _read = node
+    install("aks")
+    with open(path("/etc/default/kubelet"), "a", encoding="utf-8") as f:
+        f.write('KUBELET_MORE="--container-log-max-files=${LOG_FILES}"\n')
+    res = run()
+    assert res["effective"]["containerLogMaxFiles"] == 5
+    assert "--container-log-max-files" not in [f["flag"] for f in res["flag_overrides"]]
+
+
+# ---------------------------------------------------------------------------------------------- the running kubelet
+
+
+ODD = "/srv/odd/kubelet/main.yaml"
+
+
+@pytest.fixture
+def running(node):
+    """kubeadm's layout, and a kubelet running with --config, --config-dir and GC flags at places no layout has."""
+    install, run, path, read = node
+    install("kubeadm")
+    os.makedirs(path("/srv/odd/kubelet/conf.d"))
+    with open(path(ODD), "w", encoding="utf-8") as f:
+        f.write("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 70\n"
+                "imageGCLowThresholdPercent: 50\nimageMaximumGCAge: 72h\n")
+    with open(path("/srv/odd/kubelet/conf.d/10-gc.conf"), "w", encoding="utf-8") as f:
+        f.write("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageMinimumGCAge: 5m\n")
+    argv = ["/opt/bin/kubelet", "--kubeconfig=/etc/kubernetes/kubelet.conf", "--config", "main.yaml", "--config-dir=" + path("/srv/odd/kubelet/conf.d"),
+            "--image-gc-low-threshold=40", "--root-dir", path("/srv/odd/root")]
+    FakeProc(path("/proc")).add(777, argv, cwd=path("/srv/odd/kubelet"))
+    return install, run, path, read
+
+
+def test_running_kubelet_is_the_truth(running):
+    _install, run, path, _read = running
+    res = run()
+    assert res["daemon"] == {"pid": 777, "source": "/proc/777/cmdline"}
+    assert res["path"] == path(ODD) and res["config_dir"] == path("/srv/odd/kubelet/conf.d")  # --config relative to the kubelet's cwd
+    assert res["dropins"] == [path("/srv/odd/kubelet/conf.d/10-gc.conf")] and res["root_dir"] == path("/srv/odd/root")
+    eff = res["effective"]
+    assert (eff["imageGCHighThresholdPercent"], eff["imageGCLowThresholdPercent"]) == (70, 40)
+    assert (eff["imageMinimumGCAge"], eff["imageMaximumGCAge"]) == ("5m0s", "72h0m0s")
+    assert res["sources"]["imageGCLowThresholdPercent"] == "/proc/777/cmdline"
+    # the flag files say another --config: a finding names both
+    differs = [f["message"] for f in res["findings"] if f["code"] == "daemon_differs_from_files"]
+    assert "the running kubelet (pid 777) runs with --config=%s, but the flag files give --config=%s (in %s)" % (
+        path(ODD), path("/var/lib/kubelet/config.yaml"), path("/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf")) in differs[0]
+
+
+def test_running_kubelet_refuses_edits_that_cannot_take_effect(running):
+    _install, run, path, _read = running
+    kubeadm = path("/var/lib/kubelet/config.yaml")
+    assert refused(run, path(""), path=kubeadm, settings=GC) == (
+        "Not editing %s: the running kubelet (pid 777) reads %s (its --config), not %s, so the edit would not take effect; nothing was written."
+        % (kubeadm, path(ODD), kubeadm))
+    assert refused(run, path(""), settings={"imageGCLowThresholdPercent": 60}) == (
+        "settings.imageGCLowThresholdPercent cannot take effect: the running kubelet (pid 777) has --image-gc-low-threshold=40 on its command "
+        "line (/proc/777/cmdline), which overrides the file; nothing was written.")
+    res = run(path=kubeadm)
+    assert ("warning", "daemon_reads_other_file") in codes(res)
+    res = run(settings={"imageGCHighThresholdPercent": 65})  # a key no flag sets, in the file the kubelet reads
+    assert res["changed"] is True and res["path"] == path(ODD) and res["effective"]["imageGCHighThresholdPercent"] == 65
+
+
+def test_running_kubelet_without_config(node):
+    install, run, path, _read = node
+    install("kubeadm")
+    FakeProc(path("/proc")).add(31, ["kubelet", "--eviction-hard=memory.available<1Gi"])
+    res = run()
+    assert res["path"] is None and res["effective"]["evictionHard"] == {"memory.available": "1Gi"}
+    assert ("info", "no_config_file") in codes(res)

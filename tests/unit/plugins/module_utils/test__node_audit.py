@@ -5,7 +5,7 @@
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _node_audit as na
+from ansible_collections.kubenode.gc.plugins.module_utils import _node_audit as na, _runtime_config
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import OptionError
 
@@ -34,6 +34,19 @@ def test_null_and_empty_mean_unset_and_the_prune_plan_shares_only_ledger_and_loc
     assert o["container_gc"]["cri_endpoint"] == "unix:///x.sock"
 
 
+def test_runtime_drift_follows_the_running_runtime_without_a_cri_query(monkeypatch):
+    """The drift pass reads the running runtime's command line (as the read pass) and makes no CRI call in run()."""
+    daemon = dict(runtime="containerd", pid=7, what="the running containerd (pid 7)", who="the running containerd (pid 7) runs with",
+                  flags={"config": "/srv/odd.toml", "root": "/data/ctrd"})
+    monkeypatch.setattr(_runtime_config, "running_runtime", lambda o: daemon)
+    o = opts(runtime_config=dict(containerd=dict(settings={"snapshotter": "native"})))
+    read, drift = o["runtimes"]["containerd"]
+    assert read["query_runtime"] is True and drift["query_runtime"] is True  # options() reads the running process
+    d = na.RUNTIME_DRIFT.options(drift)
+    assert d["query_runtime"] is False and d["path"] == "/srv/odd.toml" and d["command_line"] is daemon
+    assert _runtime_config.command_line_settings(d)["root"] == "/data/ctrd"
+
+
 def test_types_are_converted_as_the_module_would():
     o = opts(container_gc=dict(max_per_pod_container="3", active_pod_uids=[]), disk_usage=dict(walk_limit="10"))
     assert o["container_gc"]["max_per_pod_container"] == 3 and o["container_gc"]["active_pod_uids"] == []
@@ -59,8 +72,19 @@ def test_bad_options_fail_with_one_sentence_naming_them(kw, words):
 
 def test_nodefs_is_what_stat_f_prints(tmp_path):
     import os
-    st = os.statvfs(str(tmp_path))
-    assert na.nodefs(str(tmp_path)) == "%d %d %d %d %d" % (st.f_frsize, st.f_blocks, st.f_bavail, st.f_files, st.f_ffree)
+
+    def stat_f():
+        st = os.statvfs(str(tmp_path))
+        return "%d %d %d %d %d" % (st.f_frsize, st.f_blocks, st.f_bavail, st.f_files, st.f_ffree)
+
+    # the free counts move while other processes write to this filesystem: compare a reading taken
+    # while they stood still (the same before and after it)
+    for _attempt in range(100):
+        before, got, after = stat_f(), na.nodefs(str(tmp_path)), stat_f()
+        if before == after:
+            break
+    assert before == after, "the filesystem of %s never stood still" % tmp_path
+    assert got == before
     assert na.nodefs(str(tmp_path / "missing")) is None
 
 

@@ -2,9 +2,14 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
+import http.server
+import json
+import socketserver
+import threading
+
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _findings
+from ansible_collections.kubenode.gc.plugins.module_utils import _crio_api, _findings
 from ansible_collections.kubenode.gc.plugins.module_utils import _runtime_config_policy as rc
 
 P = "/etc/containerd/config.toml"
@@ -523,6 +528,90 @@ def test_runtime_findings_crio_split_imagefs():
         "graphroot /data is not on the filesystem of the container filesystem /var/lib/containers/overlay-containers that the runtime at "
         "unix:///run/crio/crio.sock reports (a restart applies the new value)."
     ]
+
+
+# what cri-o 1.37 really answers: its verbose Status info names only the runtime table and the pause image; its
+# HTTP API (GET /config on the CRI socket) the whole configuration, as TOML
+CRIO_STATUS_INFO = {"config": json.dumps({"crio": {"DefaultRuntime": "runc", "Conmon": "/usr/bin/conmon"}, "sandboxImage": "registry.k8s.io/pause:3.10"})}
+CRIO_API_TOML = """[crio]
+  root = "/var/lib/containers/storage"
+  runroot = "/run/containers/storage"
+  imagestore = "/var/lib/images"
+  storage_driver = "overlay"
+  [crio.image]
+    pause_image = "registry.k8s.io/pause:3.10"
+"""
+CRIO_CURRENT = dict(graphroot="/var/lib/containers/storage", runroot="/run/containers/storage", imagestore="/var/lib/images", driver="overlay",
+                    pause_image="registry.k8s.io/pause:3.10")
+
+
+def test_status_findings_name_both_values():
+    endpoint = "unix:///run/crio/crio.sock"
+    info = dict(CRIO_STATUS_INFO, **{rc.CRIO_API_CONFIG: CRIO_API_TOML})
+    assert rc.status_reported("crio", info) == dict(graphroot="/var/lib/containers/storage", runroot="/run/containers/storage",
+                                                    imagestore="/var/lib/images", driver="overlay")
+    assert rc.status_findings("crio", CRIO_CURRENT, [], info, endpoint) == []
+    assert rc.status_findings("crio", dict(CRIO_CURRENT, graphroot="/var/lib/containers/storage/", driver="overlay2"), [], info, endpoint) == []
+    edited = dict(CRIO_CURRENT, graphroot="/data/storage", imagestore=None, driver=None)  # driver None: the files leave it to cri-o
+    found = rc.status_findings("crio", edited, ["graphroot"], info, endpoint)
+    assert [(f["severity"], f["code"]) for f in found] == [("warning", "daemon_differs_from_files")] * 2
+    assert [f["message"] for f in found] == [
+        "The runtime at %s reports graphroot /var/lib/containers/storage in its configuration (GET /config), but its files and command "
+        "line give /data/storage (a restart applies the new value)." % endpoint,
+        "The runtime at %s reports imagestore /var/lib/images in its configuration (GET /config), but its files and command line give none." % endpoint,
+    ]
+    # no imagestore in cri-o, one in the files
+    no_store = dict(info, **{rc.CRIO_API_CONFIG: CRIO_API_TOML.replace('"/var/lib/images"', '""')})
+    assert [f["message"] for f in rc.status_findings("crio", CRIO_CURRENT, [], no_store, endpoint)] == [
+        "The runtime at %s reports imagestore none in its configuration (GET /config), but its files and command line give /var/lib/images." % endpoint]
+    assert rc.status_findings("crio", dict(CRIO_CURRENT, imagestore=None), [], no_store, endpoint) == []
+    # the pause image is the sandbox_image_mismatch check's (runtime_findings), from the Status info's sandboxImage
+    assert rc.status_findings("crio", dict(CRIO_CURRENT, pause_image="registry.k8s.io/pause:3.9"), [], info, endpoint) == []
+    # without its HTTP API's answer, or with one that is not TOML, cri-o says nothing of these settings
+    assert rc.status_reported("crio", CRIO_STATUS_INFO) == {} and rc.status_reported("crio", dict(info, **{rc.CRIO_API_CONFIG: "[crio"})) == {}
+    # containerd: its Status info, as before
+    ctrd = {"config": json.dumps({"containerdRootDir": "/var/lib/containerd", "stateDir": "/run/containerd/io.containerd.grpc.v1.cri"})}
+    assert rc.status_reported("containerd", ctrd) == dict(root="/var/lib/containerd", state="/run/containerd")
+    assert [f["message"] for f in rc.status_findings("containerd", dict(root="/data", state="/run/containerd"), [], ctrd, "unix:///c.sock")] == [
+        "The runtime at unix:///c.sock reports root /var/lib/containerd in its CRI status, but its files and command line give /data."]
+
+
+class _ApiHandler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802  pylint: disable=invalid-name
+        body = CRIO_API_TOML.encode() if self.path == "/config" else b"no such path"
+        self.send_response(200 if self.path == "/config" else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def address_string(self):
+        return "unix"
+
+    def log_message(self, *args):  # pylint: disable=arguments-differ
+        pass
+
+
+@pytest.fixture
+def crio_api(tmp_path):
+    """A fake of cri-o's HTTP API on a unix socket, served by a thread."""
+    path = str(tmp_path / "crio.sock")
+    server = socketserver.ThreadingUnixStreamServer(path, _ApiHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield path
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_crio_api_config(crio_api, tmp_path):
+    assert _crio_api.config(crio_api, timeout=5) == CRIO_API_TOML
+    with pytest.raises(_crio_api.CrioApiError, match=r"^GET /other on .* answered 404 Not Found$"):
+        _crio_api.get(crio_api, "/other", timeout=5)
+    with pytest.raises(_crio_api.CrioApiError, match=r"^GET /config on .*nothing.sock failed: "):
+        _crio_api.config(str(tmp_path / "nothing.sock"), timeout=5)
 
 
 def test_device_of_uses_the_nearest_existing_parent(tmp_path):

@@ -18,12 +18,17 @@ from ansible_collections.kubenode.gc.plugins.module_utils import _runtime_config
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
 from ansible_collections.kubenode.gc.plugins.modules import runtime_config
-from tests.unit.plugins.module_utils.test__kubelet_layouts import Files, install_layout
+from tests.unit.plugins.module_utils.test__kubelet_layouts import FakeProc, Files, install_layout, refused, reroot_node
 
 
 @pytest.fixture
 def node(tmp_path, monkeypatch):
     root = str(tmp_path / "root")
+    reroot_node(monkeypatch, root)
+    for name in ("CONTAINERD_PATH", "CRIO_PATH", "STORAGE_PATH", "DROPIN_DIR", "K0S_CONTAINERD_CONFIG"):
+        monkeypatch.setattr(rc, name, root + getattr(rc, name))
+    monkeypatch.setattr(rc, "DISTRO_CONTAINERD_PATHS", tuple(root + p for p in rc.DISTRO_CONTAINERD_PATHS))
+    monkeypatch.setattr(rc, "CONTAINERD_PATHS", (rc.CONTAINERD_PATH,) + rc.DISTRO_CONTAINERD_PATHS + (rc.K0S_CONTAINERD_CONFIG,))
 
     def install(name):
         install_layout(name, root)
@@ -75,7 +80,7 @@ def test_default_arguments_find_rke2_and_k3s(monkeypatch):
 
 
 def test_data_dir_of_k3s_gives_root():
-    expected = dict(program="k3s", root="/srv/k3s/agent/containerd", state="/run/k3s/containerd")
+    expected = dict(program="k3s", who="k3s runs containerd with", root="/srv/k3s/agent/containerd", state="/run/k3s/containerd")
     assert rc.distro_containerd("/srv/k3s/agent/etc/containerd/config.toml") == expected
     assert rc.distro_containerd("/etc/containerd/config.toml") is None
 
@@ -155,3 +160,150 @@ def test_crio_package_layout_without_crio_conf(node):
     assert read("/etc/crio/crio.conf") == '[crio.image]\npause_image = "registry.k8s.io/pause:3.10"\n'
     assert res["current"]["pause_image"] == "registry.k8s.io/pause:3.10"
     assert run(settings={"pause_image": "registry.k8s.io/pause:3.10"}, **args)["changed"] is False
+
+
+# ---------------------------------------------------------------------------------------------- the second set of layouts
+
+
+def test_microk8s_containerd(node):
+    """MicroK8s: containerd's flags in args/containerd (snap variables expanded); containerd.toml is rendered from the
+    template at every start, so the template is the file to edit, and its ${VAR} placeholders are no values."""
+    install, run, path, read = node
+    install("microk8s")
+    res = run(query_runtime=False)
+    config, template = path("/var/snap/microk8s/current/args/containerd.toml"), path("/var/snap/microk8s/current/args/containerd-template.toml")
+    assert res["resolved_path"] == config
+    assert res["current"] == dict(root=path("/var/snap/microk8s/common/var/lib/containerd"), state=path("/var/snap/microk8s/common/run/containerd"),
+                                  snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.7", config_version=2)
+    assert codes(res) == [("warning", "generated_file"), ("info", "root_from_command_line"), ("info", "state_from_command_line")]
+    assert refused(run, path(""), query_runtime=False, settings={"sandbox_image": "registry.k8s.io/pause:3.10"}) == (
+        "Not editing %s: MicroK8s generates it from %s at every start; edit %s instead; nothing was changed." % (config, template, template))
+    res = run(query_runtime=False, path=template)
+    assert res["current"]["snapshotter"] is None and res["current"]["sandbox_image"] == "registry.k8s.io/pause:3.7"
+    assert ("info", "template_placeholder") in codes(res) and ("warning", "daemon_reads_other_file") not in codes(res)
+    res = run(query_runtime=False, path=template, settings={"sandbox_image": "registry.k8s.io/pause:3.10"})
+    assert res["files"] == [template] and 'snapshotter = "${SNAPSHOTTER}"' in read("/var/snap/microk8s/current/args/containerd-template.toml")
+
+
+def test_k0s_containerd(node):
+    install, run, path, _read = node
+    install("k0s")
+    res = run(query_runtime=False)
+    config = path("/etc/k0s/containerd.toml")
+    assert res["resolved_path"] == config
+    # k0s's command line (--root /var/lib/k0s/containerd --state /run/k0s/containerd); the sandbox image from its CRI import
+    assert res["current"] == dict(root="/var/lib/k0s/containerd", state="/run/k0s/containerd", snapshotter="overlayfs",
+                                  sandbox_image="quay.io/k0sproject/pause:3.10", config_version=2)
+    msg = refused(run, path(""), query_runtime=False, settings={"snapshotter": "native"})
+    assert msg.startswith("Not editing %s: k0s writes it at every start (k0s_managed=true); put the settings in a file of /etc/k0s/containerd.d/" % config)
+
+
+def test_flatcar_containerd_config_of_its_unit(node):
+    """Flatcar: containerd reads /usr/share/containerd/config.toml through CONTAINERD_CONFIG in its unit; a file at
+    containerd's default path would never be read, so the module does not create one."""
+    install, run, path, read = node
+    install("flatcar")
+    res = run(query_runtime=False)
+    assert res["resolved_path"] == path("/usr/share/containerd/config.toml")
+    cur = res["current"]
+    assert (cur["root"], cur["state"], cur["snapshotter"]) == (path("/var/lib/containerd"), path("/run/containerd"), "overlayfs")
+    etc = path("/etc/containerd/config.toml")
+    assert refused(run, path(""), query_runtime=False, path=etc, content="version = 2\n", settings={"snapshotter": "native"}) == (
+        "Not editing %s: containerd as its systemd unit starts it (%s) reads %s (its --config), not %s, so the edit would not take effect; "
+        "nothing was changed." % (etc, path("/usr/lib/systemd/system/containerd.service"), path("/usr/share/containerd/config.toml"), etc))
+    assert not os.path.exists(etc)
+    # Flatcar's documented way: a drop-in pointing CONTAINERD_CONFIG at /etc/containerd/config.toml
+    os.makedirs(path("/etc/systemd/system/containerd.service.d"))
+    os.makedirs(path("/etc/containerd"))
+    with open(path("/etc/systemd/system/containerd.service.d/10-use-custom-config.conf"), "w", encoding="utf-8") as f:
+        f.write("[Service]\nEnvironment=CONTAINERD_CONFIG=%s\n" % etc)
+    res = run(query_runtime=False, content="version = 2\n", settings={"snapshotter": "native"})
+    assert res["files"] == [etc] and read("/etc/containerd/config.toml").startswith("version = 2")
+
+
+def test_gke_containerd_is_rewritten_at_boot(node):
+    install, run, path, _read = node
+    install("gke")
+    res = run(query_runtime=False)
+    assert res["current"]["sandbox_image"].startswith("gke.gcr.io/pause:3.8@sha256:") and codes(res) == [("warning", "generated_file")]
+    assert refused(run, path(""), query_runtime=False, settings={"snapshotter": "native"}).startswith(
+        "Not editing %s: GKE's configure.sh writes it at every boot" % path("/etc/containerd/config.toml"))
+
+
+def test_bottlerocket_containerd_read_only(node):
+    install, run, path, _read = node
+    install("bottlerocket")
+    res = run(query_runtime=False)
+    assert res["current"]["sandbox_image"] == "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/pause:3.1-eksbuild.1"
+    assert res["current"]["snapshotter"] == "overlayfs" and res["current"]["root"] == path("/var/lib/containerd")
+    msg = refused(run, path(""), query_runtime=False, settings={"sandbox_image": "registry.k8s.io/pause:3.10"})
+    assert "Bottlerocket renders it from its settings API" in msg and "apiclient set" in msg
+
+
+def test_kind_containerd(node):
+    install, run, path, _read = node
+    install("kind")
+    res = run(query_runtime=False)
+    assert res["current"] == dict(root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs",
+                                  sandbox_image="registry.k8s.io/pause:3.10", config_version=2)
+    assert res["findings"] == []
+
+
+# ---------------------------------------------------------------------------------------------- the running runtime
+
+
+def test_running_containerd_at_odd_places(node):
+    """containerd listening on the CRI socket with --config at an odd path and --root/--state flags: the module reads
+    that file, reports the flags' root and state, and refuses what cannot take effect."""
+    install, run, path, read = node
+    install("kind")
+    os.makedirs(path("/srv/ctrd"))
+    with open(path("/srv/ctrd/main.toml"), "w", encoding="utf-8") as f:
+        f.write('version = 2\nroot = "/var/lib/containerd"\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "registry.k8s.io/pause:3.9"\n')
+    sock = path("/srv/ctrd/c.sock")
+    FakeProc(path("/proc")).add(900, ["/opt/ctrd/bin/containerd", "-c", "main.toml", "--root=/data/ctrd", "--state", "/run/ctrd", "--address", sock],
+                                cwd=path("/srv/ctrd"), listens=[sock])
+    args = dict(cri_endpoint="unix://" + sock, query_runtime=False)
+    # query_runtime false: no daemon read, the files of the layout
+    assert run(**args)["resolved_path"] == path("/etc/containerd/config.toml")
+    args["query_runtime"] = True
+    res = run(**args)
+    assert res["runtime"] == "containerd" and res["resolved_path"] == path("/srv/ctrd/main.toml")
+    assert res["daemon"]["pid"] == 900 and res["daemon"]["flags"]["config"] == path("/srv/ctrd/main.toml")
+    assert (res["current"]["root"], res["current"]["state"], res["current"]["sandbox_image"]) == ("/data/ctrd", "/run/ctrd", "registry.k8s.io/pause:3.9")
+    assert ("info", "root_from_command_line") in codes(res) and ("info", "state_from_command_line") in codes(res)
+    assert refused(run, path(""), settings={"root": "/data/other"}, **args) == (
+        "settings.root cannot take effect: the running containerd (pid 900) runs with --root /data/ctrd, which wins over %s; nothing was changed."
+        % path("/srv/ctrd/main.toml"))
+    etc = path("/etc/containerd/config.toml")
+    assert refused(run, path(""), path=etc, settings={"snapshotter": "native"}, **args) == (
+        "Not editing %s: the running containerd (pid 900) reads %s (its --config), not %s, so the edit would not take effect; nothing was changed."
+        % (etc, path("/srv/ctrd/main.toml"), etc))
+    res = run(settings={"sandbox_image": "registry.k8s.io/pause:3.10"}, **args)
+    assert res["files"] == [path("/srv/ctrd/main.toml")] and 'sandbox_image = "registry.k8s.io/pause:3.10"' in read("/srv/ctrd/main.toml")
+
+
+def test_running_crio_at_odd_places(node):
+    install, run, path, _read = node
+    os.makedirs(path("/srv/crio/conf.d"))
+    with open(path("/srv/crio/crio.conf"), "w", encoding="utf-8") as f:
+        f.write('[crio]\nroot = "/data/crio"\n[crio.image]\npause_image = "registry.k8s.io/pause:3.9"\n')
+    with open(path("/srv/crio/conf.d/50-x.conf"), "w", encoding="utf-8") as f:
+        f.write('[crio]\nrunroot = "/run/odd"\n')
+    with open(path("/srv/crio/storage.conf"), "w", encoding="utf-8") as f:
+        f.write('[storage]\ndriver = "overlay"\ngraphroot = "/data/crio"\nrunroot = "/run/odd"\n')
+    sock = path("/srv/crio/crio.sock")
+    FakeProc(path("/proc")).add(950, ["/usr/local/bin/crio", "--config", path("/srv/crio/crio.conf"), "-d", path("/srv/crio/conf.d"),
+                                      "--pause-image=registry.k8s.io/pause:3.8"],
+                                environ={"CONTAINERS_STORAGE_CONF": path("/srv/crio/storage.conf")}, listens=[sock])
+    install("crio-package")  # the package's files at the default paths, which this cri-o does not read
+    res = run(cri_endpoint=sock, query_runtime=True)
+    assert res["runtime"] == "crio" and res["resolved_path"] == path("/srv/crio/crio.conf")
+    assert res["current"] == dict(graphroot="/data/crio", runroot="/run/odd", imagestore=None, driver="overlay", pause_image="registry.k8s.io/pause:3.8")
+    assert ("info", "pause_image_from_command_line") in codes(res)
+    assert refused(run, path(""), cri_endpoint=sock, query_runtime=True, settings={"pause_image": "registry.k8s.io/pause:3.10"}).startswith(
+        "settings.pause_image cannot take effect: the running cri-o (pid 950) runs with --pause-image registry.k8s.io/pause:3.8, which wins")
+    storage = path("/etc/containers/storage.conf")
+    assert refused(run, path(""), cri_endpoint=sock, query_runtime=True, storage_path=storage, settings={"graphroot": "/data/x"}) == (
+        "Not editing %s: the running cri-o (pid 950) reads %s (its CONTAINERS_STORAGE_CONF), not %s, so the edit would not take effect; "
+        "nothing was changed." % (path("/etc/containers/storage.conf"), path("/srv/crio/storage.conf"), path("/etc/containers/storage.conf")))

@@ -9,7 +9,7 @@ import tempfile
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils._sandbox_image import _listener_pid
+from ansible_collections.kubenode.gc.plugins.module_utils._daemons import listener_pid as _listener_pid
 
 
 @pytest.fixture
@@ -19,6 +19,7 @@ def short_dir():
     shutil.rmtree(path)
 
 
+@pytest.mark.real_proc
 def test_listener_found_through_a_symlinked_directory(short_dir):
     """cri-o binds /var/run/crio/crio.sock; /var/run is a symlink to /run, and clients name /run/crio/crio.sock."""
     os.mkdir(os.path.join(short_dir, "run"))
