@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubenode.gc.plugins.plugin_utils._variables import PREFIXES, first_error
+from ansible_collections.kubenode.gc.plugins.plugin_utils._variables import PREFIXES, first_error, keyword_error
 
 
 def variable_error(values):
@@ -24,15 +24,18 @@ def variable_error(values):
     return first_error(dict(values))
 
 
-def fleet_variable_error(hosts, hostvars):
+def fleet_variable_error(hosts, hostvars, keywords=None):
     """Every host's variables with a kubenode.gc prefix (from ``hostvars``) -> "<host>: <sentence>" for the first host
-    with a wrong one, or "": variable_error for a whole play in one task on the controller."""
+    with a wrong one, or "": variable_error for a whole play in one task on the controller. ``keywords``: the play keyword
+    variables as the play sees them (null unless given with -e); one set for a host in the inventory is refused."""
     if not isinstance(hosts, (list, tuple)):
         raise AnsibleFilterError("fleet_variable_error expects a list of hosts, got %s." % type(hosts).__name__)
+    if keywords is not None and not isinstance(keywords, Mapping):
+        raise AnsibleFilterError("fleet_variable_error expects keywords to be a mapping, got %s." % type(keywords).__name__)
     for host in hosts:
         variables = hostvars[host]
         values = {name: variables[name] for name in list(variables.keys()) if name.startswith(PREFIXES)}
-        error = first_error(values)
+        error = first_error(values) or keyword_error(host, values, keywords or {})
         if error:
             return "%s: %s" % (host, error)
     return ""

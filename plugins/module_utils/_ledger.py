@@ -24,6 +24,7 @@ import os
 import stat
 import time
 
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import socket_identity
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write
 
@@ -33,12 +34,15 @@ LOCK_DIR_ENV = "KUBENODE_GC_LOCK_DIR"
 
 
 def node_lock_path(endpoint):
-    """The one lock of a node and runtime endpoint that every mutating module takes, whatever its ledger.
+    """The one lock of a node and runtime socket that every mutating module and the gc_timer runner take, whatever their
+    ledger and however the endpoint is spelled.
 
-    ``$KUBENODE_GC_LOCK_DIR/<sha256 of the endpoint, 16 hex>.lock``, by default under /run/lock/kubenode-gc.
+    ``$KUBENODE_GC_LOCK_DIR/<sha256 of the resolved socket path, 16 hex>.lock``, by default under /run/lock/kubenode-gc:
+    ``unix:///var/run/containerd/containerd.sock`` and ``/run//containerd/containerd.sock`` take the same lock where
+    /var/run links to /run (_cri.socket_identity). The ledger is read and written only under this lock.
     """
     directory = os.environ.get(LOCK_DIR_ENV) or LOCK_DIR
-    return os.path.join(directory, hashlib.sha256(endpoint.encode("utf-8")).hexdigest()[:16] + ".lock")
+    return os.path.join(directory, hashlib.sha256(socket_identity(endpoint).encode("utf-8")).hexdigest()[:16] + ".lock")
 
 
 class LedgerError(KubenodeGcError):

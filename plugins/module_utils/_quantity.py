@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from decimal import MAX_EMAX, MIN_EMIN, ROUND_UP, Context, Decimal, localcontext
 
-from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
 
 ERR_FORMAT = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 ERR_NUMERIC = "unable to parse numeric part of quantity"
@@ -34,6 +34,40 @@ _SYNTAX = re.compile(r"([+-]?)(0*)([0-9]*)(?:(\.)([0-9]*))?([eEinumkKMGTP]*[-+]?
 
 class QuantityError(KubenodeGcError, ValueError):
     pass
+
+
+MAX_BYTES = MAX_INT64  # the ceiling of every byte amount: 2^63-1 bytes, what the kubelet's int64 quantities hold
+
+
+def byte_amount(name, value):
+    """The one parser of byte amounts, for the modules' options (image_gc's free_bytes_high/free_bytes_low) and the playbooks'
+    variable check: a non-negative integer, or a string of ASCII digits, or a Kubernetes quantity in ASCII that is a whole
+    number of bytes (V(50Gi), V(80G), V(1.5Gi)), at most MAX_BYTES. OptionError, one sentence naming ``name`` and the value
+    written, otherwise; None stays None. Booleans and floats are refused (a YAML float has lost its digits)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise OptionError("%s must be a number of bytes or a quantity such as 50Gi, got %r." % (name, value))
+    if isinstance(value, int):
+        amount = value
+    else:
+        text = value.strip()
+        if not text.isascii():
+            raise OptionError("%s %r is not a number of bytes or a quantity such as 50Gi: only ASCII digits, a decimal point "
+                              "and a unit suffix are accepted." % (name, value))
+        try:
+            quantity = Quantity(int(text)) if text.isdigit() else parse_quantity(text)
+        except QuantityError as exc:
+            raise OptionError("%s %r is not a number of bytes or a quantity such as 50Gi: %s." % (name, value, exc)) from None
+        # apimachinery caps binary quantities at 2^63-1 (8Ei, 9Ei): here that is above the ceiling, not at it
+        amount = MAX_BYTES + 1 if quantity.format == "BinarySI" and quantity.value == MAX_INT64 else quantity.value
+    if amount < 0:
+        raise OptionError("%s must be 0 or more bytes, got %r." % (name, value))
+    if amount > MAX_BYTES:
+        raise OptionError("%s %r is more than %d bytes (2^63-1), the most a byte amount may be." % (name, value, MAX_BYTES))
+    if amount != int(amount):
+        raise OptionError("%s %r is not a whole number of bytes." % (name, value))
+    return int(amount)
 
 
 class Quantity:

@@ -9,7 +9,7 @@
 
 Reads the JSON configuration the role writes, then, with the same options, ledger and node lock as the modules:
 container GC (_container_gc.run), then image GC in threshold mode (_image_gc.run), or, when ``observe`` is set, only the
-ledger's sightings (_image_gc.observe) and nothing removed. Prints one line for the journal, writes the state file the
+ledger's sightings and the plan a run would carry out (_image_gc.observe), nothing removed. Prints one line for the journal, writes the state file the
 audit reads (``gc-timer-state.json`` next to the ledger) and exits 1 when the run failed, so ``systemctl status`` shows it.
 
 Imports only module_utils that need no Ansible (and grpcio/protobuf for the CRI).
@@ -79,7 +79,7 @@ def run(config, now=time.time):
     started = now()
     state = dict(version=STATE_VERSION, started_at=_rfc3339(started), finished_at=None, result="ok", observe=bool(config.get("observe")),
                  removed_images=0, removed_containers=0, removed_sandboxes=0, bytes_freed=0, usage_before=None, usage_after=None,
-                 triggered_by=[], message="")
+                 triggered_by=[], would_remove=[], bytes_would_free=0, message="")
     parts = []
     try:
         image_opts, container_opts = options(config)
@@ -88,8 +88,10 @@ def run(config, now=time.time):
             if state["observe"]:
                 seen = _image_gc.observe(client, image_opts)
                 state["usage_before"] = state["usage_after"] = seen["usage_before"]
-                parts.append("observed %d image(s), %d in use; ledger %d record(s), nothing removed"
-                             % (seen["images"], seen["in_use"], seen["ledger"]["records"]))
+                state["would_remove"] = [{k: i[k] for k in ("id", "repo_tags", "size", "reason")} for i in seen["would_remove"]]
+                state["bytes_would_free"] = seen["bytes_would_free"]
+                parts.append("observed %d image(s), %d in use; would remove %d image(s) of %d bytes; ledger %d record(s), nothing removed"
+                             % (seen["images"], seen["in_use"], len(seen["would_remove"]), seen["bytes_would_free"], seen["ledger"]["records"]))
             else:
                 if config.get("containers", True):
                     _containers(state, parts, _container_gc.run(client, container_opts))

@@ -21,8 +21,7 @@ from collections.abc import Mapping
 
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import OptionError
-from ansible_collections.kubenode.gc.plugins.module_utils._image_gc import byte_amount
-from ansible_collections.kubenode.gc.plugins.module_utils._quantity import parse_quantity
+from ansible_collections.kubenode.gc.plugins.module_utils._quantity import byte_amount, parse_quantity
 
 PREFIXES = ("kubenode_gc_", "kubelet_gc_", "containerd_storage_", "crio_storage_", "node_prereqs_", "gc_timer_")
 UNSET = object()
@@ -67,18 +66,25 @@ _TIMER = ("gc_timer role",)
 
 DECLARATION = (
     # the playbooks (descriptions here)
-    Variable("kubenode_gc_hosts", "str", _ALL, "The host pattern the playbook runs on.", default="all"),
+    Variable("kubenode_gc_hosts", "str", _ALL, "The host pattern the playbook runs on. A play keyword: pass it with C(-e); set in "
+             "the inventory or C(group_vars), the variable check refuses it.", default="all"),
     Variable("kubenode_gc_cri_endpoint", "str", _AC, "The runtime's CRI socket, such as V(unix:///run/containerd/containerd.sock). "
              "Unset, each node's is detected."),
     Variable("kubenode_gc_keep_images", "list", _AC, "Images never to remove (and that the audit's plans never count), as "
              "references or shell patterns such as V(registry.k8s.io/*).", default=[], elements="str"),
+    Variable("kubenode_gc_remove_images", "list", _AC, "Images to remove from every node of the play, whatever its usage "
+             "(image_gc V(mode=listed), after container GC), written like C(kubenode_gc_keep_images): references with or without a "
+             "tag or registry, digests, V(sha256:) ids, globs. An image a container still uses, the sandbox image, pinned and "
+             "keep-listed images stay. The audit reports where each one is present and which pods use it (finding "
+             "C(listed_image_present)).", default=[], elements="str"),
     Variable("kubenode_gc_ledger_path", "str", _AC, "image_gc's ledger of first sightings and last uses on each node.",
              default="/var/lib/kubenode-gc/image-ledger.json"),
     Variable("kubenode_gc_inodes_high_threshold_percent", "percent", _AC, "image_gc's inode pass: free image filesystem inodes down "
              "to the low mark once inode usage reaches this one (set both or neither; unset, bytes only: the kubelet has no inode GC)."),
     Variable("kubenode_gc_inodes_low_threshold_percent", "percent", _AC, "The inode usage the inode pass frees down to; below the high one."),
     Variable("kubenode_gc_free_bytes_high", "bytes", _AC, "image_gc's byte target: GC starts when fewer bytes than this are "
-             "available on the image filesystem (a number of bytes or a quantity such as V(50Gi); set both or neither; with the "
+             "available on the image filesystem (a number of bytes or a quantity such as V(50Gi), in ASCII, at most 2^63-1 bytes; "
+             "set both or neither; with the "
              "percent thresholds the stricter wins). The kubelet takes percentages only."),
     Variable("kubenode_gc_free_bytes_low", "bytes", _AC, "The available bytes the byte target frees up to; at least "
              "C(kubenode_gc_free_bytes_high)."),
@@ -91,7 +97,8 @@ DECLARATION = (
              elements="str"),
     Variable("kubenode_gc_pod_logs_dir", "str", _AC, "The kubelet's pod log directory (default: the node's, V(/var/log/pods))."),
     Variable("kubenode_gc_container_logs_dir", "str", _AC, "The kubelet's container log symlink directory (default V(/var/log/containers))."),
-    Variable("kubenode_gc_cleanup_serial", "raw", _CLEANUP, "Nodes per wave: a number or a percentage such as V(25%).", default="25%"),
+    Variable("kubenode_gc_cleanup_serial", "raw", _CLEANUP, "Nodes per wave: a number or a percentage such as V(25%). A play "
+             "keyword: pass it with C(-e); set in the inventory or C(group_vars), the variable check refuses it.", default="25%"),
     Variable("kubenode_gc_cleanup_max_fail_percentage", "percent", _CLEANUP, "Stop the waves when more of a wave fails.", default=10),
     Variable("kubenode_gc_cleanup_only_over_threshold", "bool", _CLEANUP, "Skip nodes below their high threshold (and below the inode "
              "high threshold, when set) unless the image mode is V(prune).", default=True),
@@ -224,6 +231,9 @@ DECLARATION = (
     Variable("gc_timer_pod_logs_dir", "str", _TIMER, default="/var/log/pods"),
     Variable("gc_timer_container_logs_dir", "str", _TIMER, default="/var/log/containers"),
     Variable("gc_timer_kubelet_config_path", "str", _TIMER, default=""),
+    Variable("gc_timer_cpu_weight", "int", _TIMER, default=20, minimum=1, maximum=10000),
+    Variable("gc_timer_memory_max", "str", _TIMER, default="512M"),
+    Variable("gc_timer_timeout_start_sec", "str", _TIMER, default="30min"),
     # node_prereqs (descriptions in roles/node_prereqs/meta/argument_specs.yml)
     Variable("node_prereqs_method", "str", _PREREQS, default="packages", choices=["packages", "venv"]),
     Variable("node_prereqs_packages", "list", _PREREQS, default=[], elements="str"),
@@ -389,6 +399,8 @@ def errors(values):
         except VariableError as exc:
             out.append(str(exc))
     for first, second in TOGETHER:
+        if any(name in values and name not in converted for name in (first, second)):
+            continue  # a wrong value is its own problem, not also "unset"
         if (converted.get(first) is None) != (converted.get(second) is None) and (first in converted or second in converted):
             given, missing = (first, second) if converted.get(first) is not None else (second, first)
             out.append("%s is set but %s is not: set both or neither." % (given, missing))
@@ -404,6 +416,21 @@ def errors(values):
         if lo is not None and hi is not None and 0 < hi <= lo:
             out.append("%s=%s must be greater than %s=%s (or 0s: off)." % (maximum, _shown(values[maximum]), minimum, format_duration(lo)))
     return out
+
+
+# play keywords (hosts, serial): Ansible templates them once per play, before any host, with the play's and the extra
+# variables only; set in the inventory or group_vars they would be silently ignored, so the variable check refuses that
+PLAY_KEYWORDS = ("kubenode_gc_hosts", "kubenode_gc_cleanup_serial")
+
+
+def keyword_error(host, values, seen):
+    """One sentence when ``host``'s variables (``values``) set a play keyword variable that the play keywords did not see
+    (``seen``: name -> the value the play sees, None unless given with -e), else ""."""
+    for name in PLAY_KEYWORDS:
+        if name in seen and seen[name] is None and values.get(name) is not None:
+            return ("%s=%s is set for %s in the inventory or group_vars, but a play keyword (hosts, serial) reads only extra "
+                    "variables: pass it with -e %s=..." % (name, _shown(values[name]), host, name))
+    return ""
 
 
 def first_error(values):

@@ -2,11 +2,13 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """kubenode.gc.gc_timer's runner, installed as the role installs it (the shipped module_utils, no Ansible on the path), against
-every real runtime: it frees down to the target, observe-only removes nothing, and it waits for the node lock."""
+every real runtime: it frees down to the target, observe-only removes nothing, and it waits for the node lock, which a
+controller run reaching the same socket by another spelling takes too."""
 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -28,6 +30,7 @@ def install(tmp_path):
     dest = tmp_path / "lib" / "ansible_collections" / "kubenode" / "gc" / "plugins" / "module_utils"
     dest.mkdir(parents=True)
     for name in names:
+        (dest / name).parent.mkdir(exist_ok=True)
         shutil.copy(os.path.join(REPO, "plugins", "module_utils", name), dest / name)
     shutil.copy(os.path.join(ROLE, "files", "kubenode-gc-timer"), tmp_path / "lib" / "kubenode-gc-timer")
     (tmp_path / "blocker" / "ansible").mkdir(parents=True)
@@ -47,7 +50,23 @@ def write_config(tmp_path, runtime, observe=False, **image):
     return str(path)
 
 
-def start(tmp_path, runner, cfg):
+# in the runner's interpreter: stop the process (SIGSTOP) right after it first takes an exclusive flock, inside the node lock
+FREEZE_IN_LOCK = """
+import fcntl, os, signal
+_flock = fcntl.flock
+_frozen = []
+def flock(fd, op):
+    _flock(fd, op)
+    if op & fcntl.LOCK_EX and not _frozen:
+        _frozen.append(fd)
+        os.kill(os.getpid(), signal.SIGSTOP)
+fcntl.flock = flock
+"""
+
+
+def start(tmp_path, runner, cfg, freeze_in_lock=False):
+    if freeze_in_lock:
+        (tmp_path / "blocker" / "sitecustomize.py").write_text(FREEZE_IN_LOCK)
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "blocker"))
     return subprocess.Popen([sys.executable, runner, cfg], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -99,6 +118,12 @@ def test_observe_only_records_sightings_and_removes_nothing(runtime, tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, out + err
     assert out.startswith("kubenode-gc-timer: ok (observe only): observed ") and "nothing removed" in out
+    # the plan is recorded: the journal line gives its count and bytes, the state file lists the images (issue 32)
+    st = state(tmp_path)
+    planned = {t for i in st["would_remove"] for t in i["repo_tags"]}
+    assert planned == {"docker.io/library/seen-1:1", "docker.io/library/seen-2:1"}, st["would_remove"]
+    assert st["bytes_would_free"] == sum(i["size"] for i in st["would_remove"]) > 0
+    assert "would remove 2 image(s) of %d bytes;" % st["bytes_would_free"] in out
     assert sorted(runtime.image_refs()["tags"]) == before
     assert runtime.container_ids() == containers
     ledger = json.loads((tmp_path / "state" / "image-ledger.json").read_text())
@@ -122,3 +147,37 @@ def test_runner_waits_for_the_node_lock_a_controller_run_holds(runtime, tmp_path
     assert proc.returncode == 0, out + err
     assert not [t for t in runtime.image_refs()["tags"] if "locked-" in t]
     assert state(tmp_path)["removed_images"] == 3
+
+
+def stopped(proc):
+    with open("/proc/%d/stat" % proc.pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_a_controller_run_by_another_spelling_of_the_socket_waits_for_a_frozen_timer_run(ansible, runtime, tmp_path):
+    """The timer runner, frozen inside the node lock, and node_cleanup reaching the same socket through a linked directory
+    (as /var/run -> /run), with a doubled slash: the controller run gives up on the same lock file and removes nothing."""
+    runtime.import_images([ImageSpec("spelled-%d:1" % n, size=MIB, share_base=False) for n in range(3)])
+    sock = runtime.endpoint[len("unix://"):] if runtime.endpoint.startswith("unix://") else runtime.endpoint
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "run").symlink_to(os.path.dirname(sock))
+    spelled = "unix://" + str(tmp_path / "var" / "run") + "//" + os.path.basename(sock)
+    runner = install(tmp_path)
+    proc = start(tmp_path, runner, write_config(tmp_path, runtime, high_threshold_percent=1, low_threshold_percent=0), freeze_in_lock=True)
+    try:
+        while proc.poll() is None and not stopped(proc):
+            time.sleep(0.1)  # until it stops itself inside the lock (or ends: then the assertion below says so)
+        assert proc.poll() is None and stopped(proc)  # frozen inside the lock
+        res = ansible.module("kubenode.gc.node_cleanup", dict(
+            host="node-x", cri_endpoint=spelled, history_dir=str(tmp_path / "history"), image_mode="prune",
+            image_gc=dict(ledger_path=str(tmp_path / "ledger.json"), lock_timeout=1), image_gc_overrides=dict(kubenode_gc_cleanup_image_min_age="0s"),
+            kubelet_config=dict(path=str(tmp_path / "none.yaml")), container_gc=dict(pod_logs_dir=runtime.pod_logs, lock_timeout=1)))
+        lock = _ledger.node_lock_path(runtime.endpoint)
+        assert res.get("failed") is True and "holds the node lock %s;" % lock in res["msg"], res.get("msg")
+        assert not (res.get("image_gc") or {}).get("removed") and not (res.get("container_gc") or {}).get("removed")
+        assert len([t for t in runtime.image_refs()["tags"] if "spelled-" in t]) == 3  # the controller removed nothing
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out + err
+    assert not [t for t in runtime.image_refs()["tags"] if "spelled-" in t]  # the timer run, resumed, removed them

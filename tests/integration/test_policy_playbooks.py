@@ -187,3 +187,20 @@ def test_configure_without_variables_leaves_the_nodes_kubelet_values_alone(ansib
                     kubenode_gc_configure_prereqs=False, kubenode_gc_configure_runtime="none", kubelet_gc_image_gc_low_threshold_percent=50)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert path.read_text() == text.replace("imageGCLowThresholdPercent: 60", "imageGCLowThresholdPercent: 50")
+
+
+def test_configure_check_keeps_an_interpreter_that_already_imports_the_libraries(ansible, runtime, tmp_path):
+    """Issue 32: configure --check with node_prereqs on a node whose inventory interpreter already imports the libraries:
+    nothing is installed, the play keeps that interpreter (not the venv that is not there yet), says what it would install,
+    and the kubelet_gc role's check runs with it."""
+    path, text = kubelet_config(tmp_path, 70, 60)
+    venv = tmp_path / "no-venv-yet"
+    proc = playbook(ansible, runtime, tmp_path, "configure", "--check", kubelet_gc_config_path=str(path), kubelet_gc_restart=False,
+                    kubenode_gc_configure_runtime="none", kubelet_gc_image_gc_low_threshold_percent=50,
+                    node_prereqs_method="venv", node_prereqs_venv_path=str(venv))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "Check mode: kubenode.gc.node_prereqs would install grpcio==" in out and "into the virtual environment %s" % venv in out
+    assert "the play keeps %s, which already imports the libraries." % os.path.join(BIN, "python") in out
+    assert "Failed to import" not in out and "failed=0" in out
+    assert path.read_text() == text and not venv.exists()  # check mode: nothing written, nothing installed

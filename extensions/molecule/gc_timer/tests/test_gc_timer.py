@@ -1,8 +1,9 @@
 # Copyright (c) kubenode.gc contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""kubenode.gc.gc_timer on real node containers: the timer frees space on its own, waits for the node lock, runs alongside
-a concurrent kubenode.gc.cleanup, and gc_timer_state: absent leaves nothing behind."""
+"""kubenode.gc.gc_timer on real node containers: the timer frees space on its own within its unit's limits, waits for the
+node lock, runs alongside a concurrent kubenode.gc.cleanup, records its plan in observe-only mode, refuses values that
+would change its unit files, and gc_timer_state: absent after a failed run leaves nothing behind."""
 
 import hashlib
 import json
@@ -74,9 +75,9 @@ def cleanup(name, *extra):
 def test_1_the_timer_fires_and_frees_to_the_low_byte_target_without_the_controller(host, name):
     target = json.loads(host.file("/var/tmp/kgc-timer-target.json").content_string)
     assert host.service("kubenode-gc.timer").is_enabled and host.service("kubenode-gc.timer").is_running
-    # the run that freed space may be minutes old (the timer fires every 10 s and later runs have nothing to do, the
+    # the run that freed space may be minutes old (the timer fires every minute and later runs have nothing to do, the
     # state file holds the last run): its journal line says what it removed and which target started it
-    line = wait_for(lambda: freeing_line(host))
+    line = wait_for(lambda: freeing_line(host), timeout=180)
     assert line and line.startswith("kubenode-gc-timer: ok: container GC removed 0 container(s)"), line
     assert "started by the bytes target, freed to the bytes target" in line and ", short of the target" not in line, line
     state = read_state(host)
@@ -95,9 +96,19 @@ def test_1_the_timer_fires_and_frees_to_the_low_byte_target_without_the_controll
     assert "kubenode-gc-timer: ok" in status.stdout and "status=0/SUCCESS" in status.stdout
 
 
+def test_1b_the_service_runs_within_documented_limits(host):
+    """The role's defaults: CPUWeight 20, MemoryMax 512M, TimeoutStartSec 30min (besides Nice and the idle I/O class)."""
+    shown = dict(line.split("=", 1) for line in host.check_output(
+        "systemctl show kubenode-gc.service -p CPUWeight -p MemoryMax -p TimeoutStartUSec -p Nice -p IOSchedulingClass").splitlines())
+    assert shown["CPUWeight"] == "20" and shown["MemoryMax"] == str(512 << 20) and shown["TimeoutStartUSec"] == "30min", shown
+    assert shown["Nice"] == "10", shown
+
+
 def test_2_the_timer_waits_for_the_node_lock_another_run_holds(host, name):
     endpoint = ENDPOINTS[name][0]
-    lock = "/run/lock/kubenode-gc/%s.lock" % hashlib.sha256(endpoint.encode()).hexdigest()[:16]
+    # the lock is named by the socket's resolved path, whatever the endpoint's spelling
+    sock = host.check_output("realpath %s", endpoint[len("unix://"):])
+    lock = "/run/lock/kubenode-gc/%s.lock" % hashlib.sha256(sock.encode()).hexdigest()[:16]
     before = read_state(host)["finished_at"]
     time.sleep(1.1)  # state times have one-second resolution
     host.check_output("systemctl stop kubenode-gc.timer")
@@ -127,7 +138,59 @@ def test_3_a_concurrent_cleanup_and_the_timer_both_finish(host, name):
     json.loads(host.file("/var/lib/kubenode-gc/image-ledger.json").content_string)  # still one valid ledger
 
 
-def test_4_absent_leaves_nothing_behind(host, name):
+def image_ids(host, name):
+    """The runtime's image ids, read over CRI with the runner's own client as installed on the node."""
+    code = ("import sys; sys.path.insert(0, '/usr/local/lib/kubenode-gc'); from ansible_collections.kubenode.gc.plugins.module_utils import _cri; "
+            "c = _cri.CriClient(sys.argv[1]); print(' '.join(sorted(i.id for i in c.list_images()))); c.close()")
+    return host.check_output("/usr/bin/python3 -c %s %s", code, ENDPOINTS[name][0]).split()
+
+
+def role_play(**variables):
+    """A play applying the role with these variables (JSON is YAML: any character survives)."""
+    return json.dumps([{"hosts": "all", "gather_facts": False,
+                        "roles": [{"role": "kubenode.gc.gc_timer", "vars": variables}]}])
+
+
+def test_3b_observe_only_records_its_plan_and_removes_nothing(host, name):
+    images = image_ids(host, name)
+    run = playbook(name, role_play(gc_timer_observe=True, gc_timer_interval="1min", gc_timer_cri_endpoint=ENDPOINTS[name][0], gc_timer_min_age="0s",
+                                   gc_timer_high_threshold_percent=1, gc_timer_low_threshold_percent=0))
+    out = run.communicate(timeout=300)[0]
+    assert run.returncode == 0, out
+    host.check_output("systemctl start kubenode-gc.service")  # oneshot: returns when the run ends
+    state = read_state(host)
+    assert state["result"] == "ok" and state["observe"] is True, state
+    assert state["would_remove"] and state["bytes_would_free"] == sum(i["size"] for i in state["would_remove"]) > 0, state
+    assert any("registry.example/kubenode-gc/timer-" in t for i in state["would_remove"] for t in i["repo_tags"]), state
+    journal = host.check_output("journalctl -u kubenode-gc.service --no-pager -o cat")
+    assert "would remove %d image(s) of %d bytes;" % (len(state["would_remove"]), state["bytes_would_free"]) in journal
+    assert image_ids(host, name) == images  # nothing removed
+
+
+@pytest.mark.parametrize("variables, sentence", [
+    ({"gc_timer_python": "/usr/bin/python3\nExecStartPre=/bin/touch /var/tmp/kgc-injected"},
+     'gc_timer_python "/usr/bin/python3\\nExecStartPre=/bin/touch /var/tmp/kgc-injected" must be an absolute path without whitespace, '
+     "control characters, % or a backslash, since it is written into the service unit's ExecStart."),
+    ({"gc_timer_interval": "0"}, 'gc_timer_interval "0" is shorter than one minute: the timer would start a run almost continuously.'),
+    ({"gc_timer_interval": "5min\nOnBootSec=1s"}, 'gc_timer_interval "5min\\nOnBootSec=1s" is not a systemd time span such as 5min or 1h 30min.'),
+    ({"gc_timer_memory_max": "lots"}, 'gc_timer_memory_max "lots" is not a systemd MemoryMax such as 512M, 2G, 10% or infinity.'),
+])
+def test_3c_values_that_would_change_the_units_are_refused_before_anything_is_written(host, name, variables, sentence):
+    units = host.check_output("cat /etc/systemd/system/kubenode-gc.service /etc/systemd/system/kubenode-gc.timer /etc/kubenode-gc/gc-timer.json")
+    run = playbook(name, role_play(gc_timer_cri_endpoint=ENDPOINTS[name][0], **variables))
+    out = run.communicate(timeout=300)[0]
+    assert run.returncode != 0 and sentence in out, out
+    assert host.check_output("cat /etc/systemd/system/kubenode-gc.service /etc/systemd/system/kubenode-gc.timer /etc/kubenode-gc/gc-timer.json") == units
+    assert not host.file("/var/tmp/kgc-injected").exists
+
+
+def test_4_absent_after_a_failed_run_leaves_nothing_behind(host, name):
+    # a run that fails (the configured socket is gone) leaves the service failed
+    code = ("import json; p = '/etc/kubenode-gc/gc-timer.json'; c = json.load(open(p)); c['cri_endpoint'] = 'unix:///run/kgc-gone.sock'; "
+            "json.dump(c, open(p, 'w'))")
+    host.check_output("/usr/bin/python3 -c %s", code)
+    assert host.run("systemctl start kubenode-gc.service").rc != 0
+    assert host.check_output("systemctl is-failed kubenode-gc.service || true") == "failed"
     run = playbook(name, "- hosts: all\n  gather_facts: false\n  roles:\n    - role: kubenode.gc.gc_timer\n      vars:\n        gc_timer_state: absent\n")
     out = run.communicate(timeout=300)[0]
     assert run.returncode == 0, out
@@ -136,3 +199,6 @@ def test_4_absent_leaves_nothing_behind(host, name):
     assert host.run("systemctl cat kubenode-gc.timer").rc != 0
     assert "kubenode-gc" not in host.check_output("systemctl list-unit-files --no-pager")
     assert "kubenode-gc" not in host.check_output("systemctl list-timers --all --no-pager")
+    # the failed run's state is cleared too (systemctl reset-failed): nothing for failed-unit alerts
+    assert "kubenode-gc" not in host.check_output("systemctl list-units --all --no-pager")
+    assert host.check_output("systemctl is-failed kubenode-gc.service || true") != "failed"

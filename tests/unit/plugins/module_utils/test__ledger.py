@@ -89,3 +89,22 @@ def test_the_node_lock_is_per_endpoint_and_overridable(monkeypatch, tmp_path):
     assert a != _ledger.node_lock_path("unix:///run/crio/crio.sock")
     monkeypatch.setenv("KUBENODE_GC_LOCK_DIR", str(tmp_path))
     assert _ledger.node_lock_path("unix:///x.sock").startswith(str(tmp_path) + "/")
+
+
+def test_every_spelling_of_one_socket_takes_the_same_lock(tmp_path):
+    """The lock is keyed by the socket's resolved path: prefix or none, repeated slashes, dot-dot and a linked directory."""
+    real = tmp_path / "run" / "containerd"
+    real.mkdir(parents=True)
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "run").symlink_to(tmp_path / "run")
+    sock = str(real / "containerd.sock")
+    spellings = [
+        "unix://" + sock,
+        sock,
+        "unix:" + sock,
+        "unix://" + str(tmp_path) + "//run///containerd/containerd.sock",
+        str(tmp_path / "var" / "run" / "containerd" / "containerd.sock"),
+        "unix://" + str(tmp_path / "var" / "run" / "containerd" / ".." / "containerd" / "containerd.sock"),
+    ]
+    assert {_ledger.node_lock_path(s) for s in spellings} == {_ledger.node_lock_path(sock)}
+    assert _ledger.node_lock_path(str(real / "other.sock")) != _ledger.node_lock_path(sock)

@@ -35,7 +35,12 @@ def closure(start="_timer"):
             if isinstance(node, ast.ImportFrom) and node.module == PREFIX:
                 todo += [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PREFIX + "."):
-                todo.append(node.module.rsplit(".", 1)[1])
+                # a module (from PREFIX._x import name), or a package's modules (from PREFIX._pkg import _mod)
+                path = node.module[len(PREFIX) + 1:].replace(".", "/")
+                if os.path.isdir(os.path.join(MODULE_UTILS, path)):
+                    todo += [path + "/" + a.name for a in node.names]
+                else:
+                    todo.append(path)
     return sorted(n + ".py" for n in seen)
 
 

@@ -135,3 +135,41 @@ def test_fleet_variable_error_names_the_first_host_with_a_wrong_variable():
     assert fleet_variable_error(["a", "b", "c"], hostvars) == (
         "b: kubenode_gc_cleanup_high_threshold_percent=150 is out of range: it must be a percent between 0 and 100.")
     assert fleet_variable_error(["c"], hostvars).startswith("c: kubenode_gc_keep_image is not a kubenode.gc variable")
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("2³⁰", "is not a number of bytes or a quantity such as 50Gi: only ASCII digits, a decimal point and a unit suffix are accepted."),
+    ("1e400", "is more than 9223372036854775807 bytes (2^63-1), the most a byte amount may be."),
+    (2**70, "is more than 9223372036854775807 bytes (2^63-1), the most a byte amount may be."),
+    (1.5, None),
+])
+@pytest.mark.parametrize("name", ["kubenode_gc_free_bytes_high", "gc_timer_free_bytes_high"])
+def test_hostile_byte_values_give_one_sentence_naming_the_variable_and_the_value(name, value, problem):
+    """The variable check parses byte values with the modules' parser (issue 32): no traceback, the variable and value named,
+    the same at the fleet check."""
+    from ansible_collections.kubenode.gc.plugins.filter.variable_error import fleet_variable_error
+
+    low = name.replace("_high", "_low")
+    shown = repr(value) if isinstance(value, str) else str(value)
+    sentence = ("%s %s %s" % (name, shown, problem) if problem
+                else "%s must be a number of bytes or a quantity such as 50Gi, got %s." % (name, shown))
+    assert variable_error({name: value, low: 2**62}) == sentence
+    assert fleet_variable_error(["n1"], {"n1": {name: value, low: 2**62}}) == "n1: " + sentence
+
+
+def test_play_keyword_variables_from_the_inventory_are_refused_and_from_e_accepted():
+    """Issue 32: hosts and serial read only extra variables; the playbooks pass the keywords as the play sees them (null
+    unless -e), and a host that sets one in the inventory is refused with a sentence saying to use -e."""
+    from ansible_collections.kubenode.gc.plugins.filter.variable_error import fleet_variable_error
+
+    hostvars = {"a": {"kubenode_gc_keep_images": []}, "b": {"kubenode_gc_cleanup_serial": 1}}
+    keywords = {"kubenode_gc_hosts": None, "kubenode_gc_cleanup_serial": None}
+    assert fleet_variable_error(["a", "b"], hostvars, keywords=keywords) == (
+        "b: kubenode_gc_cleanup_serial=1 is set for b in the inventory or group_vars, but a play keyword (hosts, serial) reads only extra "
+        "variables: pass it with -e kubenode_gc_cleanup_serial=...")
+    # given with -e, every host sees that value and so does the play
+    assert fleet_variable_error(["a", "b"], hostvars, keywords=dict(keywords, kubenode_gc_cleanup_serial=1)) == ""
+    # a wrong value is named first, by the usual check
+    assert fleet_variable_error(["b"], {"b": {"kubenode_gc_cleanup_serial": "lots"}}, keywords=keywords).startswith(
+        "b: kubenode_gc_cleanup_serial='lots' is not a number of nodes")
+    assert fleet_variable_error(["b"], hostvars) == ""  # without keywords: the variables only
