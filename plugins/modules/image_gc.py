@@ -74,7 +74,21 @@ description:
     container (at most 32 in flight at once), and before each batch one per container created since the last look (a
     container's mounts never change). Cost per run - C(Version), C(Status), C(ImageFsInfo), C(ListPodSandbox) (where
     the sandbox image is not in C(Status)), C(ListImages) once; C(ListContainers) once plus once per batch;
-    C(ContainerStatus) once per container where image volumes exist; one C(RemoveImage) per removal.
+    C(ContainerStatus) once per container where image volumes exist; one C(RemoveImage) per removal, or, on the native
+    removal path below, one containerd C(images.Delete) per image name, one lease C(Create) and C(Delete), and one more
+    C(ListImages).
+  - Native removal path (containerd 1.6, 1.7 and 2.x). The CRI's C(RemoveImage) deletes an image's records with one
+    synchronous garbage collection per image. On these containerd versions, a max-age or prune pass of at least 32 images
+    instead deletes each image's records (its tags, digests and id) through containerd's own images API on the same
+    socket, without a collection, then runs one synchronous collection for the whole pass (a transient lease deleted
+    with C(sync), as M(kubenode.gc.storage_gc) does), then waits (5 seconds at most) until the CRI's C(ListImages) lists
+    none of them; an image the CRI still lists then goes through C(RemoveImage). The containers are listed again before
+    each batch, the plan, the ledger, the node lock and the results are the same as through the CRI. The CRI's image
+    cache follows containerd's image events on these versions; the collection's integration tests prove it on each
+    (C(tests/integration/test_image_gc_native.py) - the CRI stops listing the images at once, lists them again when they
+    are imported again, C(ImageFsInfo) reflects the freed bytes, the sandbox image and images in use are intact).
+    Other containerd versions, cri-o, other runtimes, smaller passes and the measured threshold and inode passes
+    (which measure after each batch) use the CRI.
   - The kubelet's pulled-image credential records (KEP-2535, C(<kubelet root>/image_manager/)) are never touched by any
     module of this collection; the kubelet prunes stale records itself. Deleting them would open preloaded images to
     every pod. The audit playbook reports their number and the C(KubeletEnsureSecretPulledImages) feature gate.
@@ -111,8 +125,20 @@ options:
       - V(threshold) is the kubelet's periodic image GC (max-age pass, then the high/low threshold pass).
       - V(prune) is the kubelet's C(DeleteUnusedImages) (used under disk pressure) - every unused image older than
         O(min_age) goes, whatever the disk usage; O(max_age) and the thresholds are not used.
+      - V(listed) removes the images O(images) names, from a node whatever its usage (a vulnerable or retired image that must
+        go from every node; no kubelet equivalent). Every image a pattern matches goes unless a container in any state
+        uses it (running or exited, the kubelet's rule; run M(kubenode.gc.container_gc) first to free images held only by
+        dead containers), it is the sandbox image, pinned, or matched by O(keep_images). Thresholds, O(min_age) and
+        O(max_age) do not matter. RV(listed_kept) says, for each matching image that stays, why - the containers using it
+        (pod namespace and name, container name, running or not) or the rule; a pattern that matches a sandbox, pinned or
+        keep-listed image is named in a warning. Check mode, diff, the ledger, the node lock and O(max_removals) work as in
+        the other modes.
+      - For a fleet, set C(kubenode_gc_remove_images) to the same patterns and run the playbooks - C(kubenode.gc.audit) shows
+        per node and fleet-wide where each image is and which pods use it (finding C(listed_image_present), section
+        C(listed_images) of the report), C(kubenode.gc.cleanup) (C(--check) first lists exactly what it removes) removes it
+        after container GC wherever no container uses it, and a second audit shows the nodes where pods still run it.
     type: str
-    choices: [threshold, prune]
+    choices: [threshold, prune, listed]
     default: threshold
   high_threshold_percent:
     description:
@@ -134,13 +160,15 @@ options:
   free_bytes_high:
     description:
       - Start the threshold pass when fewer than this many bytes are available on the image filesystem (see the description).
-      - A number of bytes, or a Kubernetes quantity that is a whole number of bytes such as V(50Gi) or V(80G).
+      - A number of bytes, or a Kubernetes quantity that is a whole number of bytes such as V(50Gi) or V(80G), written in
+        ASCII; at most 2^63-1 bytes (V(9223372036854775807)). A float, a negative amount or more than that fails naming the
+        option and the value.
       - Set it together with O(free_bytes_low), or neither (the default, no byte target). Not used by O(mode=prune).
     type: raw
   free_bytes_low:
     description:
       - Available bytes the threshold pass frees up to when a byte target started it; must be at least O(free_bytes_high).
-      - A number of bytes, or a quantity such as V(80Gi).
+      - A number of bytes, or a quantity such as V(80Gi), as O(free_bytes_high).
     type: raw
   inodes_high_threshold_percent:
     description:
@@ -176,6 +204,15 @@ options:
     type: list
     elements: str
     default: []
+  images:
+    description:
+      - The images O(mode=listed) removes, written like O(keep_images) - a full image id, a short id (at least 12 hex
+        digits), a reference with or without a registry (V(busybox:1.36) is V(docker.io/library/busybox:1.36); a name
+        without a tag means V(:latest)), a repo digest (V(registry.example.com/app@sha256:...)) or a glob such as
+        V(registry.example.com/app:*). An image matched through any of its tags or digests goes with all its tags.
+      - Required with O(mode=listed) (at least one pattern, none empty); refused with the other modes.
+    type: list
+    elements: str
   ledger_path:
     description:
       - File (mode 0600) holding each image's C(first_detected) and C(last_used) across runs.
@@ -206,8 +243,8 @@ options:
     type: int
   parallelism:
     description:
-      - RemoveImage calls in flight at most, and the most removals between two listings of the containers (the race
-        re-check). containerd runs one content GC per RemoveImage and shares it among the calls waiting for it, so many
+      - RemoveImage calls (images on the native removal path) in flight at most, and the most removals between two
+        listings of the containers (the race re-check). containerd runs one content GC per RemoveImage and shares it among the calls waiting for it, so many
         calls in flight are much faster than a few. The prune and max-age passes keep the pipeline full (no pause between
         batches) and list the containers again before each O(parallelism) new calls, while earlier calls are still in
         flight.
@@ -224,7 +261,7 @@ options:
     description:
       - Seconds to wait for another kubenode.gc run (image_gc or container_gc) on the same node and runtime endpoint to
         finish before failing. A finite number, 0 or more.
-      - The node lock is C(<sha256 of the endpoint, 16 hex digits>.lock) in V(/run/lock/kubenode-gc), or in the directory
+      - The node lock is C(<sha256 of the socket's resolved path, 16 hex digits>.lock) in V(/run/lock/kubenode-gc), or in the directory
         named by the environment variable E(KUBENODE_GC_LOCK_DIR); it does not depend on O(ledger_path).
     type: float
     default: 300
@@ -276,6 +313,20 @@ EXAMPLES = r"""
     inodes_low_threshold_percent: 75
   become: true
 
+- name: Remove a vulnerable image from the node wherever no container uses it, and show where it still runs
+  kubenode.gc.image_gc:
+    mode: listed
+    images:
+      - registry.example.com/payments/api:1.4.2
+      - "registry.example.com/legacy-base:*"
+  become: true
+  register: listed
+
+- name: Pods still using a listed image
+  ansible.builtin.debug:
+    msg: "{{ item.repo_tags }} stays: {{ item.containers | map(attribute='pod_name') | list or item.reason }}"
+  loop: "{{ listed.listed_kept }}"
+
 - name: Remove images unused for a week, at most 50 per node
   kubenode.gc.image_gc:
     max_age: 168h
@@ -301,7 +352,7 @@ removed:
       description: Size the runtime reported.
       type: int
     reason:
-      description: V(age) (max-age pass), V(space) (threshold pass), V(inodes) (inode pass) or V(prune).
+      description: V(age) (max-age pass), V(space) (threshold pass), V(inodes) (inode pass), V(prune) or V(listed).
       type: str
     first_detected:
       description: When the image was first seen (RFC 3339, UTC).
@@ -311,8 +362,40 @@ removed:
       type: str
   sample: [{"id": "sha256:00435ba0", "repo_tags": ["docker.io/library/app:1"], "size": 3052621, "reason": "space",
             "first_detected": "2026-11-01T10:00:00.000000000Z", "last_used": null}]
+listed_kept:
+  description:
+    - O(mode=listed) only (V(null) otherwise) - each image O(images) matches that stays, with why.
+    - An image that came into use during the run is here too (C(in_use)), with an empty C(containers) (a warning names it).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    id:
+      description: Image id.
+      type: str
+    repo_tags:
+      description: Its tags.
+      type: list
+      elements: str
+    patterns:
+      description: The patterns of O(images) that match it, as written.
+      type: list
+      elements: str
+    reason:
+      description: V(in_use) (a container in any state uses it), V(sandbox), V(pinned) or V(keep_list).
+      type: str
+    containers:
+      description: With V(in_use), the containers using it - C(pod_namespace), C(pod_name), C(container) (its name),
+        C(state) (V(running), V(exited), V(created) or V(unknown)) and C(running) (a boolean).
+      type: list
+      elements: dict
+  sample: [{"id": "sha256:00435ba0", "repo_tags": ["registry.example.com/payments/api:1.4.2"], "patterns": ["registry.example.com/payments/api:1.4.2"],
+            "reason": "in_use", "containers": [{"pod_namespace": "shop", "pod_name": "api-7d9c", "container": "api", "state": "running",
+                                                "running": true}]}]
 kept:
-  description: Images not removed, counted by the first reason that applies.
+  description:
+    - Images not removed, counted by the first reason that applies.
+    - With O(mode=listed), images no pattern matches count as V(not_needed).
   returned: always
   type: dict
   sample: {"in_use": 12, "pinned": 1, "sandbox": 1, "keep_list": 2, "too_young": 0, "recently_used": 0, "not_needed": 30}

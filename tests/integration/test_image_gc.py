@@ -460,6 +460,14 @@ def test_second_concurrent_run_waits_then_fails_clearly(ansible, runtime, tmp_pa
          "inodes_high_threshold_percent and inodes_low_threshold_percent must be set together, got only inodes_high_threshold_percent."),
         (dict(inodes_high_threshold_percent=80, inodes_low_threshold_percent=80),
          "inodes_low_threshold_percent 80 must be less than inodes_high_threshold_percent 80."),
+        # issue 32: hostile byte amounts, one sentence naming the option and the value
+        (dict(free_bytes_high="2³⁰", free_bytes_low="1Gi"),
+         "free_bytes_high '2³⁰' is not a number of bytes or a quantity such as 50Gi: only ASCII digits, a decimal point and a unit "
+         "suffix are accepted."),
+        (dict(free_bytes_high="1Gi", free_bytes_low="1e400"),
+         "free_bytes_low '1e400' is more than 9223372036854775807 bytes (2^63-1), the most a byte amount may be."),
+        (dict(free_bytes_high=2**70, free_bytes_low=2**71),
+         "free_bytes_high 1180591620717411303424 is more than 9223372036854775807 bytes (2^63-1), the most a byte amount may be."),
     ],
 )
 def test_bad_input_fails_in_one_sentence_and_changes_nothing(ansible, mixed, args, msg):
@@ -663,7 +671,7 @@ def test_runtime_killed_mid_prune_fails_changed_with_exactly_what_is_gone(ansibl
     assert set(res) == {"failed", "changed", "msg", "exception", "removed", "kept", "usage_before", "usage_after", "bytes_to_free", "bytes_freed_estimated",
                         "bytes_freed_measured", "target_reached", "insufficient", "errors", "ledger", "rpc_calls",
                         "inodes_usage_before", "inodes_usage_after", "inodes_to_free", "inodes_freed_measured", "unconfirmed", "warnings",
-                        "triggered_by", "target", "available_before", "available_after"}
+                        "triggered_by", "target", "available_before", "available_after", "listed_kept"}
     assert res["msg"].startswith("The run stopped after 2 image(s) were removed (3 more unconfirmed): CRI endpoint %s is unavailable for RemoveImage: "
                                  % proxy.endpoint)
     assert len(gone) == 2 and {r["id"] for r in res["removed"]} == gone

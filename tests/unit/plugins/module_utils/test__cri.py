@@ -2,15 +2,47 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
+import json
 import os
 import socket
+import subprocess
+import sys
 
 import grpc
 import pytest
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _cri
 from ansible_collections.kubenode.gc.plugins.module_utils import _cri_api_pb2 as pb
-from devtools.grpc_server import GrpcServer
+
+# Runs in a new interpreter: imports _cri (as root, from this test run's sys.path), becomes nobody,
+# calls _cri.<function>(*args, **kwargs) and prints {"result": ...} or {"error": the CriError's text}.
+_AS_NOBODY = """
+import json, os, sys
+sys.path[:0] = json.loads(sys.argv[1])
+from ansible_collections.kubenode.gc.plugins.module_utils import _cri
+name, args, kwargs = json.loads(sys.argv[2])
+os.setgroups([])
+os.setgid(65534)
+os.setuid(65534)
+try:
+    out = {"result": getattr(_cri, name)(*args, **kwargs)}
+except _cri.CriError as exc:
+    out = {"error": str(exc)}
+print(json.dumps(out))
+"""
+
+
+def as_nobody(name, *args, **kwargs):
+    """Call ``_cri.<name>`` as user nobody, in a new interpreter (never a fork of this process, which may hold gRPC state)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _AS_NOBODY, json.dumps(sys.path), json.dumps([name, args, kwargs])],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 @pytest.fixture
@@ -110,80 +142,61 @@ def test_probe_socket_permission_denied(tmp_path, listening):
     path = listening("root-only.sock")
     os.chmod(path, 0o600)
     os.chmod(str(tmp_path), 0o755)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: become nobody and try the socket as a runtime client would
-        os.close(r)
-        try:
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            reason = _cri.probe_socket(path) or "None"
-        except BaseException as exc:  # pragma: no cover - reported to the parent
-            reason = "child failed: %r" % exc
-        os.write(w, reason.encode())
-        os._exit(0)
-    os.close(w)
-    reason = os.read(r, 4096).decode()
-    os.waitpid(pid, 0)
+    reason = as_nobody("probe_socket", path)["result"]
     assert reason.startswith("permission denied on socket %s" % path)
 
 
-def test_unreachable_socket_error_names_endpoint_and_call(tmp_path):
-    client = _cri.CriClient("unix://" + str(tmp_path / "none.sock"))
+def test_unreachable_socket_error_names_endpoint_and_call(tmp_path, cri_client):
+    client = cri_client("unix://" + str(tmp_path / "none.sock"))
     with pytest.raises(_cri.CriError) as err:
         client.version()
     assert str(err.value) == "CRI endpoint unix://%s is unusable for Version: socket %s does not exist." % (tmp_path / "none.sock", tmp_path / "none.sock")
 
 
-def test_not_a_cri_server():
-    with GrpcServer() as server:
-        client = _cri.CriClient(server.endpoint, timeout=5)
-        with pytest.raises(_cri.CriError) as err:
-            client.list_images()
+def test_not_a_cri_server(grpc_server, cri_client):
+    server = grpc_server()
+    with pytest.raises(_cri.CriError) as err:
+        cri_client(server.endpoint).list_images()
     msg = str(err.value)
     assert msg.startswith("CRI endpoint %s does not implement ListImages" % server.endpoint)
     assert "UNIMPLEMENTED" in msg and "\n" not in msg
     assert err.value.code == "UNIMPLEMENTED"
 
 
-def test_deadline_exceeded_names_timeout():
-    with GrpcServer({"Version": ("sleep", 2)}) as server:
-        client = _cri.CriClient(server.endpoint, timeout=0.3)
-        with pytest.raises(_cri.CriError) as err:
-            client.version()
+def test_deadline_exceeded_names_timeout(grpc_server, cri_client):
+    server = grpc_server({"Version": ("sleep", 2)})
+    with pytest.raises(_cri.CriError) as err:
+        cri_client(server.endpoint, timeout=0.3).version()
     assert str(err.value) == "CRI endpoint %s did not answer Version within 0.3 seconds (cri_timeout)." % server.endpoint
 
 
-def test_runtime_error_text_is_passed_on():
+def test_runtime_error_text_is_passed_on(grpc_server, cri_client):
     text = 'image "sha256:abc": failed to remove\nsnapshot in use'
-    with GrpcServer({"RemoveImage": ("abort", (grpc.StatusCode.UNKNOWN, text))}) as server:
-        client = _cri.CriClient(server.endpoint, timeout=5)
-        with pytest.raises(_cri.CriError) as err:
-            client.call("RemoveImage", image={"image": "sha256:abc"})
-        fut = client.call_async("RemoveImage", image={"image": "sha256:abc"})
-        with pytest.raises(_cri.CriError) as err2:
-            fut.result()
+    server = grpc_server({"RemoveImage": ("abort", (grpc.StatusCode.UNKNOWN, text))})
+    client = cri_client(server.endpoint)
+    with pytest.raises(_cri.CriError) as err:
+        client.call("RemoveImage", image={"image": "sha256:abc"})
+    fut = client.call_async("RemoveImage", image={"image": "sha256:abc"})
+    with pytest.raises(_cri.CriError) as err2:
+        fut.result()
     expected = 'CRI endpoint %s failed RemoveImage: image "sha256:abc": failed to remove snapshot in use (UNKNOWN).' % server.endpoint
     assert str(err.value) == expected == str(err2.value)
 
 
-def test_counts_rpcs_per_method():
+def test_counts_rpcs_per_method(grpc_server, cri_client):
     reply = pb.VersionResponse(version="0.1.0", runtime_name="fake", runtime_version="1.0", runtime_api_version="v1").SerializeToString()
-    with GrpcServer({"Version": ("reply", reply), "ListImages": ("reply", b"")}) as server:
-        client = _cri.CriClient(server.endpoint, timeout=5)
-        assert client.version().runtime_name == "fake"
-        client.version()
-        assert client.list_images() == []
-        client.close()
+    server = grpc_server({"Version": ("reply", reply), "ListImages": ("reply", b"")})
+    client = cri_client(server.endpoint)
+    assert client.version().runtime_name == "fake"
+    client.version()
+    assert client.list_images() == []
     assert client.rpc_calls == {"Version": 2, "ListImages": 1}
 
 
-def test_unknown_method_is_refused():
-    with GrpcServer() as server:
-        client = _cri.CriClient(server.endpoint)
-        with pytest.raises(_cri.CriError, match="not known"):
-            client.call("ExecSync")
+def test_unknown_method_is_refused(grpc_server, cri_client):
+    client = cri_client(grpc_server().endpoint)
+    with pytest.raises(_cri.CriError, match="not known"):
+        client.call("ExecSync")
 
 
 def test_proto_matches_upstream_field_numbers():
@@ -212,24 +225,19 @@ def test_detection_says_permission_denied_and_names_become(tmp_path, listening):
     os.chmod(path, 0o600)
     os.chmod(str(tmp_path), 0o755)
     defaults = ("unix://" + str(tmp_path / "missing.sock"), "unix://" + path)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: a non-root user without become
-        os.close(r)
-        try:
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            _cri.resolve_endpoint(None, crictl_config=str(tmp_path / "none.yaml"), defaults=defaults)
-            message = "resolved"
-        except _cri.CriError as exc:
-            message = str(exc)
-        except BaseException as exc:  # pragma: no cover - reported to the parent
-            message = "child failed: %r" % exc
-        os.write(w, message.encode())
-        os._exit(0)
-    os.close(w)
-    message = os.read(r, 4096).decode()
-    os.waitpid(pid, 0)
+    message = as_nobody("resolve_endpoint", None, crictl_config=str(tmp_path / "none.yaml"), defaults=defaults)["error"]
     assert message.startswith("Permission denied on the CRI socket ") and "unix://%s" % path in message
     assert message.endswith(": cri_endpoint is unset and this user may not connect to it; run as root (become: true).")
+
+
+def test_requests_built_fast_equal_json_format_and_fall_back_to_it():
+    from google.protobuf import json_format
+
+    _build = _cri._build  # pylint: disable=protected-access
+    for cls, fields in ((pb.RemoveImageRequest, {"image": {"image": "sha256:abc"}}), (pb.StatusRequest, {"verbose": True}),
+                        (pb.StopContainerRequest, {"container_id": "c1", "timeout": 3})):
+        assert _build(cls, fields) == json_format.ParseDict(fields, cls())
+    # what the constructor refuses (a JSON name, a number as a string) goes through json_format
+    assert _build(pb.StopContainerRequest, {"containerId": "c1", "timeout": "3"}) == pb.StopContainerRequest(container_id="c1", timeout=3)
+    with pytest.raises(json_format.ParseError):
+        _build(pb.StatusRequest, {"no_such_field": 1})

@@ -452,3 +452,31 @@ def test_a_run_that_min_age_holds_back_entirely_warns_naming_min_age_and_the_fir
         quiet = {"removed": removed, "errors": [], "warnings": []}
         gc._warn_too_young(quiet, state, {"min_age": 120 * SECOND}, check_mode=False)
         assert quiet["warnings"] == []
+
+
+def test_native_removal_only_on_the_proven_containerd_lines():
+    def native(name, version):
+        return gc.native_removal({"name": name, "version": version})
+
+    for version in ("1.6.20~ds1", "v1.7.24", "2.1.9", "v2.0.0", "2.2.1"):
+        assert native("containerd", version), version
+    for version in ("1.5.18", "1.4.0", "v0.2", "", None, "devel"):
+        assert not native("containerd", version), version
+    assert not native("cri-o", "1.37.0") and not native("docker", "2.1.0") and not native(None, None)
+
+
+def test_record_names_are_tags_digests_and_id_once_each():
+    img = dict(image(1, 10), repo_tags=["a:1", "b:1"], repo_digests=["a@sha256:%064d" % 5])
+    assert gc.record_names(img) == ["a:1", "b:1", "a@sha256:%064d" % 5, img["id"]]
+    assert gc.record_names(dict(image(2, 10), repo_tags=[], repo_digests=[])) == [image(2, 10)["id"]]
+
+
+def test_a_small_pass_keeps_remove_image_where_the_native_path_is_proven():
+    # a native executor below NATIVE_MIN_IMAGES removes through the CRI (the fake accepts RemoveImage only)
+    images = [dict(image(n, 10), first_detected=0, last_used=None) for n in range(gc.NATIVE_MIN_IMAGES - 1)]
+    node = FakeNode(capacity=1000, available=100)
+    result = gc.new_result(SimpleNamespace(kept={}, usage_before=0, bytes_to_free=0, inodes_usage_before=0, inodes_to_free=0, triggered_by=[],
+                                           target="percent", available_before=0), False)
+    executor = gc._Executor(node, {"parallelism": 64}, result, native=True)
+    executor.remove(images, "prune")
+    assert node.removed == [i["id"] for i in images] and len(result["removed"]) == len(images)

@@ -1,0 +1,156 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""image_gc's native removals (containerd's images API, one collection) keep the CRI's view right, on every runtime.
+
+On each containerd of the matrix (1.6, 1.7, 2.x) a prune large enough to take the native path must leave the CRI
+exactly as RemoveImage would: ListImages no longer lists the removed images (right when the module returns),
+importing the same images again (``ctr -n k8s.io images import``) makes the CRI list them again, ImageFsInfo (the
+kubelet's view) reflects the freed bytes, and the sandbox image and the images in use are intact. cri-o keeps the CRI.
+These tests are what _image_gc.NATIVE_LINES rests on: a containerd line fails here before it is listed there.
+"""
+
+import json
+import os
+import time
+
+import pytest
+
+from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc
+from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient
+from ansible_collections.kubenode.gc.plugins.modules import image_gc
+from devtools.faults import CrashAfter
+from devtools.images import ImageSpec
+
+KIB = 1 << 10
+# enough images for the native path, each with a layer of its own (beside the shared base) so that removing it frees bytes
+COUNT = _image_gc.NATIVE_MIN_IMAGES + 4
+LAYER = 256 * KIB
+
+
+def specs(prefix, count=COUNT):
+    return [ImageSpec("%s-%02d:1" % (prefix, n), size=LAYER) for n in range(count)]
+
+
+def prune(endpoint, **extra):
+    """One prune run in this process; returns (result, rpc_calls)."""
+    with CriClient(endpoint) as client:
+        opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, mode="prune", min_age="0s", lock_timeout=5, **extra))
+        result = _image_gc.run(client, opts)
+        return result, dict(client.rpc_calls)
+
+
+def cri_images(runtime):
+    return {img.id: set(img.repo_tags) for img in runtime.client.list_images()}
+
+
+def imagefs_used(runtime):
+    return sum(fs.used_bytes.value for fs in runtime.client.image_fs_info().image_filesystems)
+
+
+def wait_for_used(runtime, good, timeout=40):
+    """ImageFsInfo's used bytes once ``good(used)`` (containerd's CRI refreshes them every 10 s), else the last read."""
+    deadline = time.time() + timeout
+    used = imagefs_used(runtime)
+    while not good(used) and time.time() < deadline:
+        time.sleep(0.5)
+        used = imagefs_used(runtime)
+    return used
+
+
+def is_containerd(runtime):
+    return runtime.name.startswith("containerd")
+
+
+def test_native_prune_keeps_the_cri_view_right(runtime, tmp_path):
+    ids = runtime.import_images(specs("native"))
+    runtime.import_images([ImageSpec("native-used:1", size=LAYER)])
+    pod = runtime.run_pod("keeper")
+    runtime.add_container(pod, "used", "native-used:1", "running")
+    used_id = runtime.image_id_of("native-used:1")
+    sandbox_id = runtime.image_id_of(runtime.sandbox_image)
+    containers = {c.id for c in runtime.client.list_containers()}
+    # the kubelet's view once it counts the imported layers
+    used_before = wait_for_used(runtime, lambda used: used >= (COUNT + 1) * LAYER)
+    free_before = os.statvfs(runtime.imagefs_mountpoint).f_bavail
+
+    result, calls = prune(runtime.endpoint, ledger_path=str(tmp_path / "ledger.json"))
+
+    removed = {r["id"] for r in result["removed"]}
+    assert removed == set(ids.values())
+    if not is_containerd(runtime):
+        # cri-o keeps the CRI: RemoveImage per image, nothing of containerd's API
+        assert calls["RemoveImage"] == COUNT and not [k for k in calls if k.startswith("containerd.")]
+        return
+    # the native path ran: records deleted without a collection, one collection, no RemoveImage
+    assert "RemoveImage" not in calls
+    assert calls["containerd.images.Delete"] >= COUNT and calls["containerd.leases.Delete"] == 1
+    # the CRI's view, right when the module returned: none of them, the used and sandbox images intact
+    left = cri_images(runtime)
+    assert not removed & set(left)
+    assert used_id in left and "docker.io/library/native-used:1" in left[used_id]
+    assert sandbox_id in left and runtime.sandbox_image in left[sandbox_id]
+    # containerd's own records agree (no tag and no id record left), the containers are all there
+    refs = runtime.image_refs()
+    assert not {"docker.io/library/" + tag for tag in ids} & refs["tags"] and not removed & refs["ids"]
+    assert {used_id, sandbox_id} <= refs["ids"]
+    assert {c.id for c in runtime.client.list_containers()} == containers
+    # the collection ran before the module returned: the bytes are free on the filesystem, and the kubelet's view follows
+    freed = (os.statvfs(runtime.imagefs_mountpoint).f_bavail - free_before) * os.statvfs(runtime.imagefs_mountpoint).f_frsize
+    assert freed >= COUNT * LAYER * 0.9 and result["bytes_freed_measured"] >= COUNT * LAYER * 0.9
+    target = used_before - COUNT * LAYER * 0.9
+    assert wait_for_used(runtime, lambda used: used <= target) <= target
+    # the ledger drops their records, as after RemoveImage
+    with open(tmp_path / "ledger.json", encoding="utf-8") as f:
+        assert not set(json.load(f)["images"]) & removed
+
+    # the same images imported again: the CRI lists them again (import_images waits for it), under the same ids
+    again = runtime.import_images(specs("native"))
+    assert again == ids and set(ids.values()) <= set(cri_images(runtime))
+    assert all(runtime.image_id_of(tag) == ids[tag] for tag in ids)
+    # and a second native prune removes them again, the used and sandbox images still intact
+    result, calls = prune(runtime.endpoint, ledger_path=str(tmp_path / "ledger.json"))
+    assert {r["id"] for r in result["removed"]} == set(ids.values()) and "RemoveImage" not in calls
+    left = cri_images(runtime)
+    assert not set(ids.values()) & set(left) and {used_id, sandbox_id} <= set(left)
+
+
+def test_small_prune_keeps_the_cri(runtime):
+    """Fewer than NATIVE_MIN_IMAGES images: RemoveImage, on every runtime."""
+    ids = runtime.import_images(specs("small", count=3))
+    result, calls = prune(runtime.endpoint, ledger_path="")
+    assert {r["id"] for r in result["removed"]} == set(ids.values())
+    assert calls["RemoveImage"] == 3 and not [k for k in calls if k.startswith("containerd.")]
+
+
+def test_runtime_killed_mid_native_prune_reports_only_what_is_gone(runtime, tmp_path):
+    """The runtime dies (SIGKILL) after 10 record deletions: removed holds only images the restarted runtime no longer
+    has, every image gone is removed or unconfirmed, and the next run removes the rest."""
+    if not is_containerd(runtime):
+        return  # cri-o keeps the CRI (test_image_gc's crash test covers it)
+    runtime.import_images(specs("crash"))
+    listed = set(cri_images(runtime))
+    before = listed - {runtime.image_id_of(runtime.sandbox_image)}
+    ledger = tmp_path / "ledger.json"
+    opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, mode="prune", min_age="0s", lock_timeout=5, ledger_path=str(ledger)))
+    try:
+        with CrashAfter(runtime, 10, methods=("Delete",)) as proxy:
+            with CriClient(proxy.endpoint) as client, pytest.raises(_image_gc.GcError) as err:
+                _image_gc.run(client, opts)
+        assert proxy.crashed
+    finally:
+        runtime.restart()
+    result, message = err.value.result, str(err.value)
+    gone = before - set(cri_images(runtime))
+    removed = {r["id"] for r in result["removed"]}
+    assert message.startswith("The run stopped after %d image(s) were removed" % len(removed))
+    assert result["changed"] is True and removed
+    assert removed <= gone and gone <= removed | set(result["unconfirmed"])
+    assert [e["id"] for e in result["errors"]] == [""] and "unavailable" in result["errors"][0]["msg"]
+    with open(ledger, encoding="utf-8") as f:
+        assert set(json.load(f)["images"]) == listed - removed
+    # the restarted runtime serves the next run, which removes the rest without errors
+    again, _calls = prune(runtime.endpoint, ledger_path=str(ledger))
+    assert again["errors"] == [] and again["unconfirmed"] == []
+    assert not before & set(cri_images(runtime))
