@@ -24,6 +24,9 @@ description:
     C(check mode: planned) in parentheses; when only some did, those hosts are marked with C(*)."
   - "Below the table it lists the hosts that did not reach their image GC target (C(Not at target: a, b)) or says
     C(All nodes reached their target.), then one line per failed or unreachable host with its message."
+  - "After them, for each host where M(kubenode.gc.image_gc) ran with C(mode=listed) (the cleanup's C(kubenode_gc_remove_images)),
+    the images it removed (C(<host>: listed images removed: ...)) and each listed image still present with the pods using it
+    (namespace/name, the container and whether it runs) or the rule that keeps it (C(<host>: listed images still present: ...))."
   - The table of a play is printed when the next play starts, and for the last play with the final statistics.
 author: kubenode.gc contributors (@kubenode)
 requirements:
@@ -42,7 +45,7 @@ NODE_CLEANUP = "kubenode.gc.node_cleanup"
 ACTIONS = {IMAGE_GC: "image", CONTAINER_GC: "container", NODE_CLEANUP: "cleanup"}
 SHORT_NAMES = {"image_gc": IMAGE_GC, "container_gc": CONTAINER_GC, "node_cleanup": NODE_CLEANUP}
 # node_cleanup's results of its GC steps, as the table reads them
-CLEANUP_PARTS = (("container_gc", "container"), ("image_gc", "image"))
+CLEANUP_PARTS = (("container_gc", "container"), ("image_listed", "image"), ("image_gc", "image"))
 COLLECTION = "kubenode.gc"
 
 

@@ -292,7 +292,19 @@ def audit_report(nodes, generated_at=None, policy=None, top_images=50, eviction_
     margin = _int(eviction_margin_percent)
     if margin is None or margin < 0:
         raise AnsibleFilterError("audit_report expects eviction_margin_percent to be an integer, 0 or more, got %r." % (eviction_margin_percent,))
-    return enrich(report, nodes, top_images=_int(top_images) or 0, eviction_margin=margin)
+    return _unaudited_blank(enrich(report, nodes, top_images=_int(top_images) or 0, eviction_margin=margin))
+
+
+def _unaudited_blank(report):
+    """A node that could not be audited has its error only: no thresholds, eviction signals or policy defaults that would
+    read as measured on it (the kubelet's 85/80 were never read from it)."""
+    for node in report["nodes"]:
+        if node["status"] == "failed":
+            node["thresholds"] = {key: None for key in node["thresholds"]}
+            node["eviction_signals"] = [dict({key: None for key in signal}, signal=signal.get("signal"), state="unknown")
+                                        for signal in node["eviction_signals"]]
+            node["over_high_threshold"] = node["near_eviction"] = False
+    return report
 
 
 def human_bytes_filter(value):

@@ -69,9 +69,19 @@ def _storage(result):
     return out
 
 
-def cleanup_record(image_gc, container_gc=None, storage_gc=None, **fields):
-    """A node's cleanup history record: ``fields`` plus what the image_gc, container_gc and storage_gc results say (errors of all)."""
-    results = {"image_gc": image_gc, "container_gc": container_gc, "storage_gc": storage_gc}
+def _listed(result):
+    """What the listed removal did, as the record keeps it (``listed_images``): None when it did not run."""
+    if not result or result.get("skipped"):
+        return None
+    return {"removed": [dict(i) for i in result.get("removed") or [] if isinstance(i, dict)],
+            "present": [dict(i) for i in result.get("listed_kept") or [] if isinstance(i, dict)],
+            "bytes_freed_estimated": as_int(result.get("bytes_freed_estimated")), "bytes_freed_measured": as_int(result.get("bytes_freed_measured"))}
+
+
+def cleanup_record(image_gc, container_gc=None, storage_gc=None, image_listed=None, **fields):
+    """A node's cleanup history record: ``fields`` plus what the image_gc, container_gc, storage_gc and listed removal
+    (image_listed) results say (errors of all)."""
+    results = {"image_gc": image_gc, "container_gc": container_gc, "storage_gc": storage_gc, "image_listed": image_listed}
     for name, result in results.items():
         if result is not None and not isinstance(result, dict):
             raise AnsibleFilterError("cleanup_record expects the registered %s result as a dict, got %s." % (name, type(result).__name__))
@@ -80,9 +90,14 @@ def cleanup_record(image_gc, container_gc=None, storage_gc=None, **fields):
     for key, module, result_key in CLEANUP_RECORD_KEYS:
         value = results[module].get(result_key)
         record[key] = (value or []) if key in LIST_KEYS else value
-    record["errors"] = list(results["container_gc"].get("errors") or []) + list(results["image_gc"].get("errors") or [])
+    gc_steps = ("container_gc", "image_listed", "image_gc")
+    record["errors"] = [e for step in gc_steps for e in results[step].get("errors") or []]
     # removals whose answer a runtime outage lost, not yet seen gone (issue 21, item 5): never dropped from the record
-    record["unconfirmed"] = list(results["container_gc"].get("unconfirmed") or []) + list(results["image_gc"].get("unconfirmed") or [])
+    record["unconfirmed"] = [u for step in gc_steps for u in results[step].get("unconfirmed") or []]
+    # kubenode_gc_remove_images: each image the listed removal removed, and each listed image still present with its pods
+    record["listed_images"] = _listed(results["image_listed"])
+    if record["usage_after"] is None and record["listed_images"] is not None:
+        record["usage_after"] = results["image_listed"].get("usage_after")  # a node below its thresholds: no threshold image GC
     # kubenode_gc_cleanup_storage: the objects storage_gc planned and removed, and the bytes it freed (null: it did not run)
     record["storage"] = _storage(results["storage_gc"])
     return record
@@ -114,6 +129,11 @@ def _row(record, host):
     results = _results_of(record)
     apply_result(row, "container", results["container_gc"])
     apply_result(row, "image", results["image_gc"])
+    listed = record.get("listed_images")
+    if isinstance(listed, dict):
+        apply_result(row, "image", {"removed": listed.get("removed"), "listed_kept": listed.get("present"), "usage_after": record.get("usage_after"),
+                                    "bytes_freed_measured": listed.get("bytes_freed_measured"),
+                                    "bytes_freed_estimated": listed.get("bytes_freed_estimated")})
     if status == "failed":  # a GC run failed: what it did before, and its error
         row["status"], row["message"] = "failed", record.get("error")
     return row

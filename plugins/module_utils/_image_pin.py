@@ -21,6 +21,7 @@ import os
 import signal
 import time
 
+from ansible_collections.kubenode.gc.plugins.module_utils import _daemons
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_pin_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
 from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_options
@@ -35,7 +36,6 @@ from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write
 from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import check_keep_patterns, keep_matcher
-from ansible_collections.kubenode.gc.plugins.module_utils._sandbox_image import _listener_pid
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import read_images
 
 try:
@@ -135,26 +135,12 @@ def _containerd(client, images, match, opts, check_mode, result):
 
 def _crio_paths(client, opts):
     """(drop-in path, main config path, config dir, pid of the listening cri-o or None)."""
-    pid = _listener_pid(client.path)
+    pid = _daemons.listener_pid(client.path)
+    proc = _daemons.read_process(pid) if pid is not None else None
     config, config_dir = CRIO_CONFIG, CRIO_CONFIG_DIR
-    if pid is not None:
-        try:
-            with open("/proc/%d/cmdline" % pid, "rb") as f:
-                args = f.read().decode(errors="replace").split("\0")
-        except OSError:
-            args = []
-        for i, arg in enumerate(args):
-            for flags, what in ((("--config", "-c"), "config"), (("--config-dir", "-d"), "config_dir")):
-                value = None
-                if arg in flags and i + 1 < len(args):
-                    value = args[i + 1]
-                elif arg.startswith(flags[0] + "="):
-                    value = arg.split("=", 1)[1]
-                if value:
-                    if what == "config":
-                        config = value
-                    else:
-                        config_dir = value
+    if proc is not None:
+        flags = _daemons.runtime_flags("crio", proc.argv[1:], proc.environ, proc)
+        config, config_dir = flags.get("config") or config, flags.get("config-dir") or config_dir
     dropin = opts["crio_dropin"] or os.path.join(config_dir, DROPIN_NAME)
     return dropin, config, config_dir, pid
 

@@ -15,7 +15,8 @@ Follows pkg/kubelet/images/image_gc_manager.go:
 * ``age_pass``          = freeOldImages (MaxAge, strict ``>``, gated on "uptime" > MaxAge);
 * ``space_eligible``    = freeSpace's filter (skip used-this-run, skip first_detected younger than
                           MinAge); ``plan`` takes eligible images in order until freed >= bytes to free;
-* ``plan``              = GarbageCollect (mode threshold) or DeleteUnusedImages (mode prune);
+* ``plan``              = GarbageCollect (mode threshold) or DeleteUnusedImages (mode prune); mode listed (no kubelet
+                          equivalent, see listed_pass) removes the images named by patterns that nothing protects;
 * ``space_targets``     = no kubelet equivalent for the byte targets: which of the percent and byte targets are hit,
                           and the available bytes the threshold pass frees up to (the stricter target wins);
 * ``inode_pass``        = no kubelet equivalent: with inode thresholds, the eligible images the byte
@@ -223,6 +224,7 @@ class Plan:
         self.inode_estimate = 0  # estimated inodes per image (inode_estimate())
         self.inode_space = []  # planned by the inode pass, in order, after the byte pass's choice
         self.inodes_estimated_short = False
+        self.listed_kept = []  # mode listed: (image, reason) for each image a pattern names that is protected
 
     @property
     def removals(self):
@@ -233,15 +235,16 @@ class PlanOptions:
     """The policy a plan applies: ``mode`` (threshold or prune), ``high``/``low`` threshold percents (None: no percent
     target), ``min_age`` and ``max_age`` in ns, ``keep`` (a predicate over images, or None), ``max_removals`` (None: no
     cap), ``inodes_high``/``inodes_low`` inode threshold percents (None: no inode pass) and
-    ``free_bytes_high``/``free_bytes_low`` byte targets in available bytes (None: no byte target)."""
+    ``free_bytes_high``/``free_bytes_low`` byte targets in available bytes (None: no byte target); ``listed`` (a
+    predicate over images, mode listed only) names the images to remove."""
 
     __slots__ = ("mode", "high", "low", "min_age", "max_age", "keep", "max_removals", "inodes_high", "inodes_low", "free_bytes_high",
-                 "free_bytes_low")
+                 "free_bytes_low", "listed")
 
     def __init__(self, mode, high, low, min_age, max_age, keep=None, max_removals=None, inodes_high=None, inodes_low=None,
-                 free_bytes_high=None, free_bytes_low=None):
+                 free_bytes_high=None, free_bytes_low=None, listed=None):
         self.mode, self.high, self.low, self.min_age, self.max_age = mode, high, low, min_age, max_age
-        self.keep, self.max_removals = keep, max_removals
+        self.keep, self.max_removals, self.listed = keep, max_removals, listed
         self.inodes_high, self.inodes_low = inodes_high, inodes_low
         self.free_bytes_high, self.free_bytes_low = free_bytes_high, free_bytes_low
 
@@ -266,6 +269,8 @@ def plan(images, records, opts, free_time, capacity, available, tracking_since=0
     candidates = eviction_order(images, records, keep, result.kept)
     if capacity:
         result.available_before = min(available, capacity)
+    if mode == "listed":
+        return _cap(listed_pass(result, images, candidates, opts.listed, keep, capacity, available), max_removals)
 
     total, free = inodes if inodes else (0, 0)
     if total:
@@ -323,6 +328,20 @@ def plan(images, records, opts, free_time, capacity, available, tracking_since=0
             inode_pass(result, opts, total, free, len(images), inodes_used=total - free)
 
     return _cap(result, max_removals)
+
+
+def listed_pass(result, images, candidates, listed, keep, capacity, available):
+    """Mode listed (no kubelet equivalent): every image ``listed`` names that nothing protects goes, in eviction order,
+    whatever the usage, the thresholds and the ages. A named image that is protected (protection(): in use by a container in
+    any state, sandbox, pinned, keep list) stays and is in ``listed_kept`` with its reason; images no pattern names are not
+    needed."""
+    if capacity:
+        result.usage_before = usage_percent(capacity, available)
+    result.listed_kept = [(img, protection(img, keep)) for img in images if listed(img) and protection(img, keep)]
+    result.eligible = [img for img in candidates if listed(img)]
+    result.space = list(result.eligible)
+    result.kept["not_needed"] += len(candidates) - len(result.eligible)
+    return result
 
 
 def inode_pass(result, opts, total, free, image_count, inodes_used):

@@ -46,14 +46,15 @@ def normalize_image_ref(ref):
     return name + digest
 
 
-def check_keep_patterns(patterns):
-    """Raise ValueError with one sentence when a keep pattern is empty or a malformed glob (an unclosed ``[``).
+def check_keep_patterns(patterns, option="keep_images", purpose="keep"):
+    """Raise ValueError with one sentence when a pattern of ``option`` is empty or a malformed glob (an unclosed ``[``).
 
-    A keep list is a safety net: a pattern that silently matches nothing would protect nothing.
+    A keep list is a safety net: a pattern that silently matches nothing would protect nothing. The same patterns name
+    the images image_gc's mode=listed removes (``option`` images, ``purpose`` remove).
     """
     for pat in patterns or []:
         if not isinstance(pat, str) or not pat.strip():
-            raise ValueError("keep_images must not contain an empty pattern; remove it or name the image to keep.")
+            raise ValueError("%s must not contain an empty pattern; remove it or name the image to %s." % (option, purpose))
         i = 0
         while i < len(pat):
             if pat[i] == "[":
@@ -64,29 +65,39 @@ def check_keep_patterns(patterns):
                     j += 1
                 end = pat.find("]", j)
                 if end < 0:
-                    raise ValueError("keep_images pattern %r is not a valid glob: the bracket at position %d is never closed." % (pat, i))
+                    raise ValueError("%s pattern %r is not a valid glob: the bracket at position %d is never closed." % (option, pat, i))
                 i = end
             i += 1
 
 
-def keep_matcher(patterns):
-    """A predicate: does an image match any keep pattern (full/short id, repo:tag glob, repo digest)?"""
-    if not patterns:
-        return None
-    pats = [p.strip() for p in patterns if p and p.strip()]
+def patterns_matching(patterns):
+    """A function: the patterns (as written, in order) that match an image (full/short id, repo:tag glob, repo digest)."""
+    pats = [(p, p.strip()) for p in patterns or [] if p and p.strip()]
 
-    def match(img):
+    def matching(img):
         hex_id = img["id"].split(":", 1)[-1]
         names = set(img["repo_tags"]) | set(img["repo_digests"])
         names |= {normalize_image_ref(n) for n in names}
-        for pat in pats:
+        found = []
+        for written, pat in pats:
             bare = pat.split(":", 1)[1] if pat.startswith("sha256:") else pat
             if pat == img["id"] or (len(bare) >= 12 and all(c in "0123456789abcdef" for c in bare) and hex_id.startswith(bare)):
-                return True
-            for name in names:
-                if fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(name, normalize_image_ref(pat)):
-                    return True
-        return False
+                found.append(written)
+            elif any(fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(name, normalize_image_ref(pat)) for name in names):
+                found.append(written)
+        return found
+
+    return matching
+
+
+def keep_matcher(patterns):
+    """A predicate: does an image match any keep pattern (patterns_matching)? None without patterns."""
+    if not patterns:
+        return None
+    matching = patterns_matching(patterns)
+
+    def match(img):
+        return bool(matching(img))
 
     return match
 

@@ -9,10 +9,10 @@
 
 In the order the cleanup playbook took them as tasks: read the runtime (cri_info), complete the history records of
 interrupted runs, read the node's kubelet configuration and decide its image GC policy (_gc_policy, the one source),
-skip a node below its high thresholds, write the provisional history record, pin the keep-listed images, container
-GC, image GC, storage GC. Each GC step is that module's own code with that module's options, so its result is what a
-task registering the module would hold. Pure decisions (the skip sentence, the interrupted record) are functions here
-that the playbook's filters share.
+skip a node below its high thresholds (unless remove_images), write the provisional history record, pin the keep-listed
+images, container GC, the listed removal (image_gc mode=listed, remove_images), image GC, storage GC. Each GC step is that
+module's own code with that module's options, so its result is what a task registering the module would hold. Pure
+decisions (the skip sentence, the interrupted record) are functions here that the playbook's filters share.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import datetime
 import json
 import os
 import re
+from types import SimpleNamespace
 
 from ansible_collections.kubenode.gc.plugins.module_utils import (
     _container_gc,
@@ -57,7 +58,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._cleanup_policy import
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import image_filesystem
 
 DEFAULT_HISTORY_DIR = "/var/lib/kubenode-gc/history"
-STEPS = ("image_pin", "container_gc", "image_gc", "storage_gc")  # the steps that may change the node, in order
+STEPS = ("image_pin", "container_gc", "image_listed", "image_gc", "storage_gc")  # the steps that may change the node, in order
 IN_PROGRESS = re.compile(r'\s*"in_progress": true')
 RECORD_MAX = 16 << 20
 
@@ -71,6 +72,7 @@ ARGUMENT_SPEC = dict(
     only_over_threshold=dict(type="bool", default=True),
     image_gc=dict(type="dict", default={}),
     keep_images=dict(type="list", elements="str", default=[]),
+    remove_images=dict(type="list", elements="str", default=[]),
     pin=dict(type="bool", default=False),
     containers=dict(type="bool", default=True),
     container_gc=dict(type="dict", default={}),
@@ -78,7 +80,8 @@ ARGUMENT_SPEC = dict(
     storage_gc=dict(type="dict", default={}),
 )
 OWN = {
-    "image_gc": ("mode", "high_threshold_percent", "low_threshold_percent", "min_age", "max_age", "keep_images", "cri_endpoint", "cri_timeout"),
+    "image_gc": ("mode", "high_threshold_percent", "low_threshold_percent", "min_age", "max_age", "keep_images", "images", "cri_endpoint",
+                 "cri_timeout"),
     "storage_gc": ("keep_images", "cri_endpoint", "cri_timeout"),
     "container_gc": ("cri_endpoint", "cri_timeout"),
     "kubelet_config": ("settings", "content", "backup", "validate"),
@@ -99,6 +102,11 @@ def options(params):
     free_high = None if image_gc["free_bytes_high"] in (None, "") else _image_gc.byte_amount("free_bytes_high", image_gc["free_bytes_high"])
     container_gc = part_params("container_gc", CONTAINER_GC_SPEC, dict(_given(params.get("container_gc")), **cri))
     _container_gc.options(container_gc)
+    listed = None
+    if params.get("remove_images"):
+        given = dict(_given(params.get("image_gc")), keep_images=keep, mode="listed", images=list(params["remove_images"]), **cri)
+        listed = part_params("image_gc", IMAGE_GC_SPEC, given)
+        _image_gc.options(listed)  # the patterns checked before anything is read
     storage_gc = part_params("storage_gc", _storage_gc.ARGUMENT_SPEC, dict(_given(params.get("storage_gc")), keep_images=keep, **cri))
     if params["storage"]:
         _storage_gc.options(storage_gc)
@@ -108,6 +116,7 @@ def options(params):
         kubelet=part_params("kubelet_config", _kubelet_config.ARGUMENT_SPEC, _given(params.get("kubelet_config"))),
         overrides=dict(params.get("image_gc_overrides") or {}),
         image_gc=image_gc,
+        image_listed=listed,
         free_high=free_high,
         container_gc=container_gc,
         storage_gc=storage_gc,
@@ -151,7 +160,7 @@ def run(module, opts, check_mode):
     now = datetime.datetime.now(datetime.timezone.utc)
     warnings = []
     out = dict(changed=False, status=None, usage_before=None, policy=None, record_file=None, interrupted_records=[],
-               image_pin=None, container_gc=None, image_gc=None, storage_gc=None, warnings=warnings)
+               image_pin=None, container_gc=None, image_listed=None, image_gc=None, storage_gc=None, warnings=warnings)
     before = run_part(module, PARTS["cri_info"], opts["cri_info"], cri_client)
     if before.get("failed"):
         out.update(status="unreadable", msg=before["msg"])
@@ -172,12 +181,16 @@ def run(module, opts, check_mode):
     policy["described"] = _gc_policy.describe_sources(policy)
     out["policy"] = policy
     gc = opts["image_gc"]
+    below = None
     if opts["only_over_threshold"] and opts["image_mode"] != "prune" and not pressure_reasons(
             fs, policy["high_threshold_percent"], gc["inodes_high_threshold_percent"], opts["free_high"]):
-        out.update(status="skipped", reason=skip_reason(out["usage_before"], policy["high_threshold_percent"],
-                                                        policy["sources"]["high_threshold_percent"]["from"],
-                                                        gc["inodes_high_threshold_percent"], gc["free_bytes_high"]))
-        return out
+        below = skip_reason(out["usage_before"], policy["high_threshold_percent"], policy["sources"]["high_threshold_percent"]["from"],
+                            gc["inodes_high_threshold_percent"], gc["free_bytes_high"])
+        if opts["image_listed"] is None:
+            out.update(status="skipped", reason=below)
+            return out
+        # remove_images: the listed removal runs on every node, whatever its usage; only the threshold image GC is skipped
+        out["image_gc_skipped"] = below
     out["record_file"] = record_name(history_dir, now)
     if not check_mode:
         provisional = {"host": opts["host"], "status": "interrupted", "in_progress": True, "check_mode": False, "started_at": iso(now),
@@ -191,10 +204,17 @@ def run(module, opts, check_mode):
     if failed is None and opts["containers"]:
         out["container_gc"] = run_part(module, PARTS["container_gc"], opts["container_gc"], cri_client, check_mode)
         failed = failed or (out["container_gc"] if out["container_gc"].get("failed") else None)
-    if failed is None:
+    if failed is None and opts["image_listed"] is not None:
+        out["image_listed"] = run_part(module, _listed_part(out["container_gc"], check_mode), opts["image_listed"], cri_client, check_mode)
+        failed = out["image_listed"] if out["image_listed"].get("failed") else None
+    if failed is None and below is None:
         params = dict(gc, high_threshold_percent=policy["high_threshold_percent"], low_threshold_percent=policy["low_threshold_percent"],
                       min_age=policy["min_age"], max_age=policy["max_age"])
-        out["image_gc"] = run_part(module, PARTS["image_gc"], params, cri_client, check_mode)
+        part = PARTS["image_gc"]
+        if check_mode and out["image_listed"] is not None:
+            # the plan of the images the listed removal would have removed first
+            part = _assuming(part, images=[r["id"] for r in out["image_listed"].get("removed") or []])
+        out["image_gc"] = run_part(module, part, params, cri_client, check_mode)
         failed = out["image_gc"] if out["image_gc"].get("failed") else None
     if failed is None and opts["storage"]:
         out["storage_gc"] = run_part(module, _storage_gc, opts["storage_gc"], cri_client, check_mode)
@@ -205,6 +225,21 @@ def run(module, opts, check_mode):
     else:
         out["status"] = "planned" if check_mode else "cleaned"
     return out
+
+
+def _assuming(part, containers=(), images=()):
+    """image_gc's logic planning as if ``containers`` and ``images`` (ids) were gone: what the steps before it would have
+    removed in a real run, so that check mode lists what the real run removes."""
+    def options(params):
+        return dict(_image_gc.options(params), assume_gone={"containers": set(containers), "images": set(images)})
+    return SimpleNamespace(options=options, run=part.run)
+
+
+def _listed_part(container_gc, check_mode):
+    """The listed removal's logic; in check mode, planned as if container GC had removed the containers it plans to."""
+    if not check_mode or not container_gc:
+        return _image_gc
+    return _assuming(_image_gc, containers=[c["id"] for c in container_gc.get("removed_containers") or []])
 
 
 def execute(module):

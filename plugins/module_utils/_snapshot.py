@@ -124,6 +124,22 @@ def supports_image_volumes(runtime):
     return version is None or version >= since
 
 
+def container_statuses(client, ids, concurrency):
+    """(id, ContainerStatus) for each of ``ids``: one ContainerStatus call each, at most ``concurrency`` in flight (None:
+    all at once). A container gone since it was listed (NOT_FOUND) gives None; any other failure raises the CriError."""
+    step = concurrency or max(1, len(ids))
+    for start in range(0, len(ids), step):
+        futures = [(cid, client.call_async("ContainerStatus", container_id=cid)) for cid in ids[start : start + step]]
+        for cid, fut in futures:
+            try:
+                status = fut.result().status
+            except KubenodeGcError as exc:
+                if getattr(exc, "code", None) != "NOT_FOUND":
+                    raise
+                status = None
+            yield cid, status
+
+
 def read_image_mounts(client, containers, known=None):
     """Set ``image_mounts`` (the image references of its image volume mounts) on every container record.
 
@@ -132,31 +148,24 @@ def read_image_mounts(client, containers, known=None):
     once it is created), at most STATUS_CONCURRENCY in flight. A container gone since the list
     (NOT_FOUND) mounts nothing; any other failure raises the CriError."""
     known = {} if known is None else known
-    todo = [c for c in containers if c["id"] not in known]
-    for start in range(0, len(todo), STATUS_CONCURRENCY):
-        chunk = todo[start : start + STATUS_CONCURRENCY]
-        futures = [(c, client.call_async("ContainerStatus", container_id=c["id"])) for c in chunk]
-        for c, fut in futures:
-            try:
-                status = fut.result().status
-            except KubenodeGcError as exc:
-                if getattr(exc, "code", None) == "NOT_FOUND":
-                    known[c["id"]] = []
-                    continue
-                raise
-            known[c["id"]] = [m.image.image for m in status.mounts if m.HasField("image") and m.image.image]
+    todo = [c["id"] for c in containers if c["id"] not in known]
+    for cid, status in container_statuses(client, todo, STATUS_CONCURRENCY):
+        known[cid] = [] if status is None else [m.image.image for m in status.mounts if m.HasField("image") and m.image.image]
     for c in containers:
         c["image_mounts"] = list(known.get(c["id"], ()))
     return known
 
 
-def read_runtime(client, sandboxes=None):
+def read_runtime(client, sandboxes=None, status_info=None):
     """Version, endpoint and sandbox image (see _sandbox_image).
 
     ``sandboxes``: a callable returning the node's sandbox records, read at most once per node read;
-    the sandbox list is needed only when the runtime's Status does not name its sandbox image."""
+    the sandbox list is needed only when the runtime's Status does not name its sandbox image.
+    ``status_info``: a dict that receives the runtime's verbose Status info (its configuration, for runtime_config)."""
     version = client.version()
     status = client.status(verbose=True)
+    if status_info is not None:
+        status_info.update(dict(status.info))
     image, _source = _sandbox_image.discover(client, dict(status.info), sandboxes or (lambda: read_sandboxes(client)))
     return {
         "name": version.runtime_name,

@@ -18,9 +18,11 @@ description:
   - Reads the node's kubelet configuration (M(kubenode.gc.kubelet_config)) and decides its image GC policy as the
     kubenode.gc.image_gc_policy filter does (O(image_gc_overrides), else the node's configuration, else the kubelet's
     defaults). A node below its high threshold (and its inode and byte targets, when set) is skipped when
-    O(only_over_threshold) and O(image_mode=threshold).
+    O(only_over_threshold) and O(image_mode=threshold), unless O(remove_images) is set; then only its threshold image GC
+    is skipped (RV(image_gc_skipped) says why).
   - Otherwise writes a provisional history record (what an interrupted run leaves), then runs, each with its module's own
     code and options, M(kubenode.gc.image_pin) (O(pin)), M(kubenode.gc.container_gc) (O(containers)),
+    the listed removal (M(kubenode.gc.image_gc) with O(kubenode.gc.image_gc#module:mode=listed), O(remove_images)),
     M(kubenode.gc.image_gc) and M(kubenode.gc.storage_gc) (O(storage)); a step that fails, the pin included, ends the run
     (the steps after it do not run) and the module fails with its sentence, returning what every step did.
   - The final history record is the playbook's to write (RV(record_file)); in check mode nothing is written.
@@ -37,6 +39,9 @@ attributes:
       - Returns every step's plan and writes nothing (no history record; interrupted runs' records are completed by the next
         real run). Image GC's real run may stop earlier than its plan when the measured usage reaches the low threshold
         (M(kubenode.gc.image_gc)).
+      - The listed removal's plan counts the containers container GC plans to remove as gone, and the threshold image GC's
+        plan the images the listed removal plans to remove, as the real run finds them; so the listed removal's plan is
+        what the real run removes.
   diff_mode:
     description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
@@ -85,6 +90,16 @@ options:
     type: list
     elements: str
     default: []
+  remove_images:
+    description:
+      - Images to remove from the node whatever its usage, after container GC and before the threshold image GC - the
+        patterns of O(kubenode.gc.image_gc#module:images) (written like O(keep_images)), removed with
+        O(kubenode.gc.image_gc#module:mode=listed). An image a container still uses, the sandbox image, pinned and
+        keep-listed images stay (RV(image_listed) says why and which pods).
+      - Empty (the default) - no listed removal.
+    type: list
+    elements: str
+    default: []
   pin:
     description: Before removing anything, pin the keep-listed images with M(kubenode.gc.image_pin).
     type: bool
@@ -102,7 +117,7 @@ options:
     type: bool
     default: false
   storage_gc:
-    description: Options of M(kubenode.gc.storage_gc) (C(namespaces), C(ingest_max_age), C(lease_max_age)).
+    description: Options of M(kubenode.gc.storage_gc) (C(namespaces), C(ingest_max_age), C(lease_max_age), C(release_gc_roots)).
     type: dict
     default: {}
 notes:
@@ -167,10 +182,18 @@ container_gc:
   description: The M(kubenode.gc.container_gc) result, V(null) when it did not run.
   returned: always
   type: dict
+image_listed:
+  description: The M(kubenode.gc.image_gc) result of the listed removal (O(remove_images)), V(null) when it did not run.
+  returned: always
+  type: dict
 image_gc:
   description: The M(kubenode.gc.image_gc) result, V(null) when it did not run.
   returned: always
   type: dict
+image_gc_skipped:
+  description: Why the threshold image GC did not run on a node below its thresholds that the listed removal cleaned.
+  returned: when O(remove_images) is set and the node is below its thresholds
+  type: str
 storage_gc:
   description: The M(kubenode.gc.storage_gc) result, V(null) when it did not run.
   returned: always

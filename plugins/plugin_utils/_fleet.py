@@ -94,6 +94,10 @@ RESULT_SPECS = {
                         "inodes_to_free": "number", "bytes_freed_estimated": "number", "insufficient": "scalar",
                         "inodes_usage_before": "number"},
     "image_gc_prune": {"removed": _REMOVED, "errors": _ERRORS},
+    "image_listed": {"removed": [{"id": "scalar", "size": "number", "repo_tags": ["scalar"]}], "errors": _ERRORS,
+                     "listed_kept": [{"id": "scalar", "repo_tags": ["scalar"], "patterns": ["scalar"], "reason": "scalar",
+                                      "containers": [{"pod_namespace": "scalar", "pod_name": "scalar", "container": "scalar",
+                                                      "state": "scalar", "running": "scalar"}]}]},
     "container_gc": {"removed_containers": ["any"], "removed_sandboxes": ["any"], "errors": _ERRORS},
     "image_pin": {"supported": "scalar", "pinned": [{"id": "scalar", "repo_tags": ["scalar"]}]},
     "credential_records": {"files": ["any"]},
@@ -101,7 +105,7 @@ RESULT_SPECS = {
 RESULT_SPECS["kubelet_config_drift"] = {"changes": _CHANGES, "runtime": "scalar"}
 RESULT_SPECS["runtime_config_drift"] = RESULT_SPECS["kubelet_config_drift"]
 RECORD_SPEC = {
-    "host": "scalar", "error": "any", "keep_images": ["any"], "metrics_file": "scalar", "nodefs": "scalar",
+    "host": "scalar", "error": "any", "keep_images": ["any"], "remove_images": ["scalar"], "metrics_file": "scalar", "nodefs": "scalar",
     "inodes_thresholds": {"high_percent": "number", "low_percent": "number"},
     "drift": [{"component": "scalar", "key": "scalar", "desired": "any", "actual": "any"}],
     "summary": {"image_columns": ["scalar"], "images": "any"},  # the rows: expand_summary checks them

@@ -9,6 +9,9 @@
 
 from __future__ import annotations
 
+from ansible_collections.kubenode.gc.plugins.module_utils._image_gc import LISTED_RULES
+from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import display_ref
+
 UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
 COLUMNS = ("HOST", "CONTAINERS", "SANDBOXES", "LOGS", "IMAGES", "FREED", "USAGE", "TARGET", "ERRORS")
 # Columns whose cells are right-aligned (counts and sizes).
@@ -159,18 +162,57 @@ def render_table(rows, title=None):
     for row in rows:
         if (row.get("status") or "ok") != "ok" and row.get("message"):
             lines.append("%s: %s: %s" % (row["host"], row["status"], " ".join(str(row["message"]).split())))
+    lines.extend(listed_lines(rows))
     return "\n".join(lines)
+
+
+def _holder(container):
+    return "%s/%s (%s, %s)" % (container.get("pod_namespace"), container.get("pod_name"), container.get("container"),
+                               "running" if container.get("running") else container.get("state") or "not running")
+
+
+def listed_present_text(entry):
+    """One image a listed removal kept: its name and who uses it (the pods, their containers and state) or the rule."""
+    containers = [c for c in entry.get("containers") or [] if isinstance(c, dict)]
+    why = ", ".join(_holder(c) for c in containers) if containers else LISTED_RULES.get(entry.get("reason"), entry.get("reason") or "kept")
+    return "%s: %s" % (display_ref(entry.get("repo_tags"), entry.get("repo_digests")), why)
+
+
+def listed_lines(rows):
+    """Per host, the images a listed removal (image_gc mode=listed, kubenode_gc_remove_images) removed, and the listed images
+    still present with the pods using them (or the rule that keeps them). No line when no listed removal ran."""
+    lines = []
+    for row in rows:
+        removed, present = row.get("listed_removed"), row.get("listed_present")
+        if removed is None and present is None:
+            continue
+        verb = "would remove" if row.get("check_mode") else "removed"
+        lines.append("%s: listed images %s: %s." % (row["host"], verb, ", ".join(removed) if removed else "none"))
+        if present:
+            lines.append("%s: listed images still present: %s." % (row["host"], "; ".join(present)))
+    return lines
 
 
 def new_row(host, check_mode=False):
     """An empty row for render_table."""
     return dict(host=host, containers=None, sandboxes=None, logs=None, images=None, bytes_freed=None, bytes_estimated=False,
-                usage_before=None, usage_after=None, target_reached=None, errors=0, status="ok", message=None, check_mode=check_mode)
+                usage_before=None, usage_after=None, target_reached=None, errors=0, status="ok", message=None, check_mode=check_mode,
+                listed_removed=None, listed_present=None)
 
 
 def _add(row, key, items):
     if isinstance(items, list):
         row[key] = (row[key] or 0) + len(items)
+
+
+def _add_listed(row, result):
+    """A listed removal's images (image_gc mode=listed: removed with reason listed, and listed_kept) into the row."""
+    removed = [i for i in result.get("removed") or [] if isinstance(i, dict) and i.get("reason") == "listed"]
+    kept = [i for i in result.get("listed_kept") or [] if isinstance(i, dict)]
+    if not removed and not isinstance(result.get("listed_kept"), list):
+        return
+    row["listed_removed"] = (row.get("listed_removed") or []) + [display_ref(i.get("repo_tags"), i.get("repo_digests")) for i in removed]
+    row["listed_present"] = (row.get("listed_present") or []) + [listed_present_text(i) for i in kept]
 
 
 def apply_result(row, kind, result, failed=False):
@@ -184,6 +226,7 @@ def apply_result(row, kind, result, failed=False):
         _add(row, "logs", result.get("removed_log_paths"))
     else:
         _add(row, "images", result.get("removed"))
+        _add_listed(row, result)
         measured = result.get("bytes_freed_measured")
         estimated = result.get("bytes_freed_estimated")
         if measured is not None:

@@ -20,7 +20,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._findings import SEVER
 from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import display_ref
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import EVICTION_HARD
 from ansible_collections.kubenode.gc.plugins.module_utils._quantity import QuantityError, parse_quantity
-from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_eviction, _report_gc_targets
+from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_eviction, _report_gc_targets, _report_listed
 from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 
@@ -172,6 +172,7 @@ def enrich(report, raw_nodes, top_images=TOP_IMAGES, eviction_margin=_report_evi
             node["findings"].append(dict(source="audit", severity="error", code="eviction_threshold_reached", message=message))
         _report_eviction.add(node, raw, eviction_margin)
         _report_gc_targets.add(node, raw)
+        _report_listed.add(node, raw)
         node["findings"] = sort_findings(node["findings"], by=("source", "code", "message"))
         node["health"] = _health(node)
         if node["status"] != "failed":
@@ -188,6 +189,7 @@ def enrich(report, raw_nodes, top_images=TOP_IMAGES, eviction_margin=_report_evi
     summary["usage_percent_max"] = max(usages) if usages else None
     summary["image_refs"] = refs
     report["images"] = images
+    report["listed_images"] = _report_listed.fleet(report["nodes"])  # kubenode_gc_remove_images, None without it
     return report
 
 

@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
-from ansible_collections.kubenode.gc.plugins.module_utils._image_gc import byte_amount
+from ansible_collections.kubenode.gc.plugins.module_utils._quantity import byte_amount
 from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 

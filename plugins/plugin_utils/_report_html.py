@@ -22,6 +22,7 @@ from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_evictio
 from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_fleet as fleet
 from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_storage as storage
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
+from ansible_collections.kubenode.gc.plugins.plugin_utils._report_listed import why as listed_why
 from ansible_collections.kubenode.gc.plugins.plugin_utils._report_svg import line_chart, nice_bytes_max, sparkline
 
 HEALTH_HINT = {
@@ -437,6 +438,22 @@ def _images_panel(report):
             % (report["summary"]["image_refs"], head, _image_rows(images[:IMAGES_SHOWN]), more))
 
 
+def _listed_panel(report):
+    """Where each listed image (kubenode_gc_remove_images) is, and which pods use it; nothing when no image is listed."""
+    listed = report.get("listed_images")
+    if not listed:
+        return ""
+    intro = ('<p class="muted">Patterns (kubenode_gc_remove_images): %s. On %d node(s), used by pods on %d.</p>'
+             % (", ".join("<code>%s</code>" % e(p) for p in listed["patterns"]), listed["nodes_with"], listed["nodes_in_use"]))
+    if not listed["images"]:
+        return '<section class="panel" id="listed"><h2>Listed images</h2>%s<p class="none">No listed image is on any node.</p></section>' % intro
+    rows = "".join('<tr><td><code>%s</code></td><td>%s</td><td>%s</td><td>%s</td></tr>'
+                   % (e(image["ref"]).replace("/", "/<wbr>"), e(n["host"]), e(n["state"]), e(listed_why(n)))
+                   for image in listed["images"] for n in image["nodes"])
+    return ('<section class="panel" id="listed"><h2>Listed images</h2>%s<table><thead><tr><th>Image</th><th>Node</th><th>State</th>'
+            '<th>Why</th></tr></thead><tbody>%s</tbody></table></section>' % (intro, rows))
+
+
 def _short_time(text):
     """2026-11-22T06:00:00Z -> 11-22 06:00 (the charts' axis labels; the full time is in each point's tooltip)."""
     return (text or "-").replace("T", " ")[5:16]
@@ -561,6 +578,7 @@ def render(report, history=None, history_note=""):
         _tiles(report, view), "\n",
         '<div class="dash"><div class="main">', _node_table(report, view), _drift_panel(report, view),
         '</div><div class="side">', _findings_panel(report, view), _trends_panel(report, view, history_note), _images_panel(report),
+        _listed_panel(report),
         storage.html_top(report),
         "</div></div>\n",
         '<section id="details"><h2>Per-node detail</h2><p class="muted">Every node, worst first; click to expand.</p>',

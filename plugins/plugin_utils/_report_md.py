@@ -12,17 +12,12 @@ from __future__ import annotations
 from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_eviction as eviction
 from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_fleet as fleet
 from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_storage as storage
+from ansible_collections.kubenode.gc.plugins.plugin_utils._md_table import cell, row
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
+from ansible_collections.kubenode.gc.plugins.plugin_utils._report_listed import why as listed_why
 
 HOSTS_SHOWN = 50
 IMAGES_SHOWN = 20
-
-
-def cell(value):
-    """A table cell: pipes and backslashes escaped, one line; None is a dash."""
-    if value is None:
-        return "-"
-    return " ".join(str(value).replace("\\", "\\\\").replace("|", "\\|").split())
 
 
 def txt(value):
@@ -66,10 +61,9 @@ def _trend(view):
     out = ["| audit | nodes | mean usage | max usage | over high | reclaimable (policy) | reclaimable (prune) |",
            "|---|---:|---:|---:|---:|---:|---:|"]
     for p in points[-10:]:
-        out.append("| %s | %d | %s | %s | %s | %s | %s |" % (
-            cell(p["generated_at"]), p["nodes"], "-" if p["usage_mean"] is None else "%s%%" % fleet._pct(p["usage_mean"]),
-            _pct(p["usage_max"]), "-" if p["over_high"] is None else p["over_high"], human_bytes(p["reclaimable_policy"]),
-            human_bytes(p["reclaimable_prune"])))
+        out.append(row(
+            p["generated_at"], p["nodes"], "-" if p["usage_mean"] is None else "%s%%" % fleet._pct(p["usage_mean"]),
+            _pct(p["usage_max"]), p["over_high"], human_bytes(p["reclaimable_policy"]), human_bytes(p["reclaimable_prune"])))
     if len(points) > 10:
         out.append("")
         out.append("The last 10 of %d audits." % len(points))
@@ -101,18 +95,17 @@ def render(report, history=None):
     for node in view["ranked"]:
         c = view["counts"][node["host"]]
         th = node["thresholds"]
-        lines.append("| %s | %s | %s | %s | %s | %s%s | %s/%s | %s | %s | %s | %s | %d/%d/%d | %d |" % (
-            cell(node["host"]), node["health"], cell(node["status"]), cell(_runtime(node["runtime"])), cell(_fs_used(node["imagefs"])),
-            _pct(node["imagefs"]["usage_percent"]), " (over)" if node["over_high_threshold"] else "", _pct(th["high_percent"]),
-            _pct(th["low_percent"]), _headroom(node["headroom"]["high_threshold_bytes"]), _headroom(node["headroom"]["eviction_bytes"], limit=-1),
-            cell(_count_bytes(node["images"]["reclaimable_policy"])), cell(_count_bytes(node["images"]["reclaimable_prune"])),
-            c["error"], c["warning"], c["info"], len(node["drift"])))
+        lines.append(row(
+            node["host"], node["health"], node["status"], _runtime(node["runtime"]), _fs_used(node["imagefs"]),
+            "%s%s" % (_pct(node["imagefs"]["usage_percent"]), " (over)" if node["over_high_threshold"] else ""),
+            "%s/%s" % (_pct(th["high_percent"]), _pct(th["low_percent"])), _headroom(node["headroom"]["high_threshold_bytes"]),
+            _headroom(node["headroom"]["eviction_bytes"], limit=-1), _count_bytes(node["images"]["reclaimable_policy"]),
+            _count_bytes(node["images"]["reclaimable_prune"]), "%d/%d/%d" % (c["error"], c["warning"], c["info"]), len(node["drift"])))
     lines += ["", "## Findings by code", ""]
     if view["findings"]:
         lines += ["| severity | source | code | nodes | spread | example | hosts |", "|---|---|---|---:|---|---|---|"]
         for g in view["findings"]:
-            lines.append("| %s | %s | %s | %d | %s | %s | %s |"
-                         % (g["severity"], cell(g["source"]), cell(g["code"]), g["nodes"], g["scope"], cell(g["example"]), cell(_hosts(g["hosts"]))))
+            lines.append(row(g["severity"], g["source"], g["code"], g["nodes"], g["scope"], g["example"], _hosts(g["hosts"])))
     else:
         lines.append("No findings on any node.")
     lines += ["", "## Drift by setting", ""]
@@ -120,8 +113,7 @@ def render(report, history=None):
         lines += ["| component | key | desired | actual | nodes | hosts |", "|---|---|---|---|---:|---|"]
         for g in view["drift"]:
             for v in g["values"]:
-                lines.append("| %s | %s | %s | %s | %d | %s |"
-                             % (cell(g["component"]), cell(g["key"]), cell(v["desired"]), cell(v["actual"]), v["nodes"], cell(_hosts(v["hosts"]))))
+                lines.append(row(g["component"], g["key"], v["desired"], v["actual"], v["nodes"], _hosts(v["hosts"])))
     else:
         lines.append("No node differs from the desired policy.")
     lines += ["", "## Images holding the most disk", ""]
@@ -130,15 +122,32 @@ def render(report, history=None):
         lines += ["%d distinct repository:tag references; the largest %d by bytes over all nodes." % (s["image_refs"], min(len(images), IMAGES_SHOWN)),
                   "", "| repository:tag | nodes | bytes | reclaimable | in use on |", "|---|---:|---:|---:|---:|"]
         for i in images[:IMAGES_SHOWN]:
-            lines.append("| %s | %d | %s | %s | %d |" % (cell(i["ref"]), i["nodes"], human_bytes(i["bytes"]), human_bytes(i["reclaimable_bytes"]),
-                                                         i["in_use_nodes"]))
+            lines.append(row(i["ref"], i["nodes"], human_bytes(i["bytes"]), human_bytes(i["reclaimable_bytes"]), i["in_use_nodes"]))
     else:
         lines.append("No image lists were read.")
+    lines += _listed_section(report)
     lines += ["", "## Disk use by category", ""] + storage.markdown_top(report)
     lines += ["", "## Trend", ""] + _trend(view)
     for node in view["ranked"]:
         lines += _node_section(node)
     return "\n".join(lines) + "\n"
+
+
+def _listed_section(report):
+    """Where each listed image (kubenode_gc_remove_images) is, and which pods use it; nothing when no image is listed."""
+    listed = report.get("listed_images")
+    if not listed:
+        return []
+    lines = ["", "## Listed images", "",
+             "Patterns (kubenode_gc_remove_images): %s. On %d node(s), used by pods on %d."
+             % (", ".join("`%s`" % p for p in listed["patterns"]), listed["nodes_with"], listed["nodes_in_use"]), ""]
+    if not listed["images"]:
+        return lines + ["No listed image is on any node."]
+    lines += ["| image | node | state | why |", "|---|---|---|---|"]
+    for image in listed["images"]:
+        for n in image["nodes"]:
+            lines.append("| %s | %s | %s | %s |" % (cell(image["ref"]), cell(n["host"]), n["state"], cell(listed_why(n))))
+    return lines
 
 
 def _gate(value):
@@ -189,7 +198,7 @@ def _node_section(node):
     out.append("")
     if node["drift"]:
         out += ["Drift:", "", "| component | key | desired | actual |", "|---|---|---|---|"]
-        out += ["| %s | %s | %s | %s |" % (cell(d["component"]), cell(d["key"]), cell(d["desired"]), cell(d["actual"])) for d in node["drift"]]
+        out += [row(d["component"], d["key"], d["desired"], d["actual"]) for d in node["drift"]]
     else:
         out.append("No drift.")
     return out

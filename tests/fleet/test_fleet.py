@@ -121,6 +121,16 @@ class Fleet:
         return proc
 
 
+def add_node(fleet, name, container, image, runtime, group, kubelet=KUBELET):
+    """Start node container ``container`` as the fleet's ``name``, with a kubelet configuration file holding ``kubelet``."""
+    node = make_node(container, image, runtime=runtime, imagefs_size="192M", group=group)
+    fleet.nodes[name] = node
+    node.start()
+    node.exec("mkdir", "-p", "/var/lib/kubelet")
+    node.exec("sh", "-c", "printf '%s' \"$1\" > /var/lib/kubelet/config.yaml", "sh", kubelet)
+    return node
+
+
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory, collections_path):
     images = node_images(sorted(set(RUNTIMES.values())))
@@ -128,13 +138,9 @@ def fleet(tmp_path_factory, collections_path):
     fleet = Fleet(str(tmp_path_factory.mktemp("fleet")), collections_path)
     try:
         for name, percent in NODES.items():
-            node = make_node("kgc-fleet-" + name, images[RUNTIMES[name]], runtime=RUNTIMES[name], imagefs_size="192M", group="fleet")
-            fleet.nodes[name] = node
-            node.start()
+            node = add_node(fleet, name, "kgc-fleet-" + name, images[RUNTIMES[name]], RUNTIMES[name], "fleet",
+                            kubelet=DRIFTED_KUBELET if name == "node-c" else KUBELET)
             node.filler_images = fill(node, percent)
-            node.exec("mkdir", "-p", "/var/lib/kubelet")
-            text = DRIFTED_KUBELET if name == "node-c" else KUBELET
-            node.exec("sh", "-c", "printf '%s' \"$1\" > /var/lib/kubelet/config.yaml", "sh", text)
         fleet.write_inventory()
         yield fleet
     finally:

@@ -171,3 +171,36 @@ def test_cleanup_storage_removes_other_namespace_images_and_records_them(ansible
     assert storage["freed_bytes"] >= MIB  # the 2 MiB image's blobs and snapshot, measured on the filesystem
     assert "gc-node: storage_gc removed %d object(s)" % len(storage["removed"]) in proc.stdout
     assert "image moby/docker.io/library/moby-cleanup:1" in proc.stdout
+
+
+def test_serial_and_hosts_from_the_inventory_are_refused_and_take_effect_with_e(ansible, runtime, tmp_path):
+    """Issue 32: kubenode_gc_cleanup_serial and kubenode_gc_hosts are play keywords, which read only extra variables. Set in
+    the inventory (all's vars, as group_vars/all) they are refused in one sentence before any node is touched; with -e they
+    take effect: one wave of the three workers, the other host untouched."""
+    runtime.import_images([ImageSpec("waves-%d:1" % n, size=MIB, share_base=False) for n in range(2)])
+    node = {"ansible_connection": "local", "ansible_python_interpreter": os.path.join(BIN, "python"), "kubenode_gc_cri_endpoint": runtime.endpoint,
+            "kubenode_gc_pod_logs_dir": runtime.pod_logs, "kubenode_gc_container_logs_dir": str(tmp_path / "containers"),
+            "kubenode_gc_ledger_path": str(tmp_path / "ledger.json"), "kubenode_gc_cleanup_history_dir": str(tmp_path / "history"),
+            "kubenode_gc_cleanup_image_min_age": "0s", "kubenode_gc_cleanup_image_mode": "prune"}
+    inventory = {"all": {"vars": node, "children": {"workers": {"hosts": {"w1": {}, "w2": {}, "w3": {}}}, "others": {"hosts": {"o1": {}}}}}}
+    path = tmp_path / "inventory.yml"
+    before = {i.id for i in runtime.client.list_images()}
+
+    def run(*args, **inventory_vars):
+        path.write_text(yaml.safe_dump({"all": dict(inventory["all"], vars=dict(node, **inventory_vars))}))
+        cmd = [os.path.join(BIN, "ansible-playbook"), "kubenode.gc.cleanup", "-i", str(path), "--check"] + list(args)
+        return subprocess.run(cmd, cwd=str(tmp_path), env=ansible.env(), capture_output=True, text=True, check=False)
+
+    for name, value in (("kubenode_gc_cleanup_serial", 3), ("kubenode_gc_hosts", "workers")):
+        proc = run(**{name: value})
+        assert proc.returncode != 0
+        shown = repr(value) if isinstance(value, str) else str(value)
+        assert ("%s=%s is set for o1 in the inventory or group_vars, but a play keyword (hosts, serial) reads only extra variables: "
+                "pass it with -e %s=..." % (name, shown, name)) in proc.stdout, proc.stdout
+        assert "PLAY [Free disk space on the nodes, in waves]" not in proc.stdout
+        assert {i.id for i in runtime.client.list_images()} == before and not os.path.exists(tmp_path / "history")
+    proc = run("-e", "kubenode_gc_cleanup_serial=3", "-e", "kubenode_gc_hosts=workers")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("PLAY [Free disk space on the nodes, in waves]") == 1  # one wave of three, not three of one (25%)
+    recap = proc.stdout[proc.stdout.index("PLAY RECAP"):]
+    assert all(h in recap for h in ("w1", "w2", "w3")) and "o1" not in recap

@@ -126,11 +126,13 @@ NODE_KEYS = {"host", "status", "health", "error", "runtime", "imagefs", "contain
              "over_high_threshold", "images", "containers", "findings", "drift", "parts_failed", "metrics_file", "eviction_signals", "near_eviction"}
 NODE_KEYS |= {"credential_records", "pinning", "storage"}
 NODE_KEYS |= {"gc_timer"}
+NODE_KEYS |= {"listed_images"}
 
 
 def test_schema_fields_and_types():
     report = build()
-    assert set(report) == {"schema_version", "generated_at", "policy", "summary", "nodes", "images", "storage_top"}
+    assert set(report) == {"schema_version", "generated_at", "policy", "summary", "nodes", "images", "storage_top", "listed_images"}
+    assert report["listed_images"] is None  # no kubenode_gc_remove_images
     assert report["schema_version"] == 2
     assert report["generated_at"] == "2026-11-22T10:00:00Z"
     assert report["policy"] == {"image_gc_high_threshold_percent": 85, "image_max_age": "168h"}
@@ -230,8 +232,11 @@ def test_unreachable_node():
     # its parts are recorded, but only the node error counts: no audit findings for them
     assert set(n["parts_failed"]) == {"cri_info", "kubelet_config"}
     assert n["findings"] == []
-    assert n["thresholds"]["source"] == "default"
-    assert n["thresholds"]["high_percent"] == 85 and n["thresholds"]["low_percent"] == 80
+    # never read from it: no thresholds (not the kubelet's 85/80 "default"), eviction signals or byte targets (issue 32)
+    assert set(n["thresholds"].values()) == {None} and "high_percent" in n["thresholds"] and "eviction_source" in n["thresholds"]
+    assert [(s["signal"], s["state"], s["threshold"], s["source"]) for s in n["eviction_signals"]] == [
+        (name, "unknown", None, None) for name in ("imagefs.available", "imagefs.inodesFree", "nodefs.available", "nodefs.inodesFree")]
+    assert n["near_eviction"] is False
     assert n["over_high_threshold"] is False
     assert n["imagefs"]["usage_percent"] is None
     assert n["images"] == {"total": None, "in_use": None, "reclaimable_policy": {"count": None, "bytes": None},
@@ -881,3 +886,21 @@ def test_summary_columns_must_be_the_documented_ones():
     record["summary"] = dict(record["summary"], image_columns=["id", "size", "ref", "marks"])
     (n,) = ar.audit_report([record], generated_at="2026-11-22T10:00:00Z")["nodes"]
     assert n["status"] == "failed" and "record.summary.image_columns is not id ref size marks" in n["error"]
+
+
+def test_an_unaudited_node_shows_only_its_error_in_the_markdown_and_html_rows():
+    """Issue 32: report.md's and report.html's rows of a node that could not be audited carry no thresholds or usage."""
+    from ansible_collections.kubenode.gc.plugins.plugin_utils._report_html import render as render_html
+    from ansible_collections.kubenode.gc.plugins.plugin_utils._report_md import render as render_md
+
+    report = build()
+    md = render_md(report)
+    row = next(line for line in md.splitlines() if line.startswith("| node-e |"))
+    assert "85%" not in row and "80%" not in row and "| -/- |" in row, row
+    section = md[md.index("## node-e"):]
+    section = section[:section.index("\n## ", 3)] if "\n## " in section[3:] else section
+    assert "**Not audited:** Failed to connect to the host via ssh" in section and "85" not in section and "default" not in section
+    html = render_html(report)
+    detail = html[html.index('id="node-node-e"'):]
+    detail = detail[:detail.index("</details>")]
+    assert "Not audited: Failed to connect to the host via ssh" in detail and "85%" not in detail and "threshold" not in detail

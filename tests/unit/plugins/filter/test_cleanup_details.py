@@ -55,10 +55,14 @@ def test_storage_gc_removals_are_named_largest_first():
     items = [{"kind": "image", "namespace": "moby", "id": "img-%d" % i, "bytes": i * MIB} for i in range(7)]
     rec = dict(record(0), storage={"supported": True, "plan": items, "removed": items[1:], "already_gone": [], "freed_bytes": 21 * MIB})
     lines = cleanup_details([[rec, "n1"]])
-    assert ("n1: storage_gc removed 6 object(s), the largest: image moby/img-6 (6.0 MiB), image moby/img-5 (5.0 MiB), "
+    assert ("n1: storage_gc removed 6 object(s): image moby/img-6 (6.0 MiB), image moby/img-5 (5.0 MiB), "
             "image moby/img-4 (4.0 MiB), image moby/img-3 (3.0 MiB), image moby/img-2 (2.0 MiB) and 1 more.") in lines
     planned = dict(record(0, check_mode=True), storage={"supported": True, "plan": items[:1], "removed": [], "freed_bytes": 0})
-    assert "n1: storage_gc would remove 1 object(s), the largest: image moby/img-0 (0 B)." in cleanup_details([[planned, "n1"]])
+    assert "n1: storage_gc would remove 1 object(s): image moby/img-0 (0 B)." in cleanup_details([[planned, "n1"]])
+    # the roots the module removes come first, then what containerd's collection freed, largest first
+    mixed = [{"kind": "content", "namespace": "moby", "id": "sha256:l", "bytes": 9 * MIB}, {"kind": "image", "namespace": "moby", "id": "a:1", "bytes": 0}]
+    done = dict(record(0), storage={"supported": True, "plan": mixed, "removed": mixed, "already_gone": [], "freed_bytes": 9 * MIB})
+    assert "n1: storage_gc removed 2 object(s): image moby/a:1 (0 B), content moby/sha256:l (9.0 MiB)." in cleanup_details([[done, "n1"]])
     nothing = dict(record(0), storage={"supported": True, "plan": [], "removed": [], "freed_bytes": 0})
     assert "n1: storage_gc removed nothing." in cleanup_details([[nothing, "n1"]])
     assert not any("storage_gc" in line for line in cleanup_details([[dict(record(0), storage={"supported": False}), "n1"]]))

@@ -86,7 +86,7 @@ def test_cleanup_record_maps_the_module_results_and_cleanup_summary_reads_them_b
     assert record == {"host": "n1", "status": "cleaned", "check_mode": False, "usage_before": 90, "containers": [{}, {}], "sandboxes": [{}],
                       "log_paths": ["/l"], "images": [{"id": "a", "size": 3}], "usage_after": 70, "bytes_to_free": 5, "bytes_freed_estimated": 3,
                       "bytes_freed_measured": 4, "target_reached": True, "errors": [{"id": "b", "msg": "x"}], "unconfirmed": [],
-                      "storage": None}
+                      "storage": None, "listed_images": None}
     (row,) = [line for line in cleanup_summary([[record, "n1"]]) if line.startswith("n1")]
     assert row.split()[1:5] == ["2", "1", "1", "1"] and "90% → 70%" in row
 

@@ -168,3 +168,30 @@ def test_byte_target_shortfall_is_reported_in_bytes():
     assert result["insufficient"] and not result["target_reached"]
     assert result["insufficient_message"].startswith("Insufficient free disk space on the node's image filesystem (free_bytes_low 2.0 KiB of 97.7 KiB "
                                                      "not reached). Failed to free sufficient space by deleting unused images (freed 120 bytes).")
+
+
+# issue 32: one parser of byte amounts (_quantity.byte_amount) for the options and the variable check; hostile values
+HOSTILE_BYTES = [
+    ("2³⁰", r"^free_bytes_high '2³⁰' is not a number of bytes or a quantity such as 50Gi: only ASCII digits, a decimal point "
+            r"and a unit suffix are accepted\.$"),
+    ("１０", r"^free_bytes_high '１０' is not a number of bytes or a quantity such as 50Gi: only ASCII digits"),
+    ("1e400", r"^free_bytes_high '1e400' is more than 9223372036854775807 bytes \(2\^63-1\), the most a byte amount may be\.$"),
+    ("1e99999999999999999", r"^free_bytes_high '1e99999999999999999' is more than 9223372036854775807 bytes"),
+    (2**70, r"^free_bytes_high 1180591620717411303424 is more than 9223372036854775807 bytes \(2\^63-1\), the most a byte amount may be\.$"),
+    ("9223372036854775808", r"^free_bytes_high '9223372036854775808' is more than 9223372036854775807 bytes"),
+    ("8Ei", r"^free_bytes_high '8Ei' is more than 9223372036854775807 bytes"),
+    (1e400, r"^free_bytes_high must be a number of bytes or a quantity such as 50Gi, got inf\.$"),
+    (1024.0, r"^free_bytes_high must be a number of bytes or a quantity such as 50Gi, got 1024\.0\.$"),
+    ("-5", r"^free_bytes_high must be 0 or more bytes, got '-5'\.$"),
+]
+
+
+@pytest.mark.parametrize("value, message", HOSTILE_BYTES)
+def test_hostile_byte_amounts_fail_at_the_module_in_one_sentence_naming_the_option(value, message):
+    with pytest.raises(OptionError, match=message):
+        gc.options(dict(BASE, free_bytes_high=value, free_bytes_low="1Gi"))
+
+
+def test_the_byte_ceiling_itself_is_accepted():
+    assert gc.byte_amount("free_bytes_high", 2**63 - 1) == gc.byte_amount("free_bytes_high", "9223372036854775807") == 2**63 - 1
+    assert gc.byte_amount("free_bytes_high", "7Ei") == 7 << 60

@@ -11,11 +11,10 @@ from ansible_collections.kubenode.gc.plugins.module_utils import _containerd_ima
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_pin
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_pin_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient, CriError
+from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import keep_matcher
 from ansible_collections.kubenode.gc.plugins.modules import image_pin
-from devtools.grpc_server import GrpcServer
 
 PIN = dict(pinned_label="io.cri-containerd.pinned", pinned_value="pinned", owner_label="io.kubenode.gc/pinned", owner_value="true")
 
@@ -89,7 +88,7 @@ def test_bad_options_fail_in_one_sentence(overrides, message):
     assert str(err.value) == message
 
 
-def test_images_client_sends_namespace_mask_and_target():
+def test_images_client_sends_namespace_mask_and_target(grpc_server, cri_client):
     seen = {}
 
     def reply(request, context):
@@ -97,13 +96,12 @@ def test_images_client_sends_namespace_mask_and_target():
         seen["request"] = pb.UpdateImageRequest.FromString(request)
         return pb.UpdateImageResponse(image=seen["request"].image).SerializeToString()
 
-    server = GrpcServer()
-    server.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("containerd.services.images.v1.Images", {
+    server = grpc_server(handlers=(grpc.method_handlers_generic_handler("containerd.services.images.v1.Images", {
         "Update": grpc.unary_unary_rpc_method_handler(reply, request_deserializer=None, response_serializer=None)}),))
     record = pb.Image(name="registry.k8s.io/a:1", labels={"keep": "me"}, target=pb.Descriptor(media_type="m", digest="sha256:" + "1" * 64, size=3))
-    with server, CriClient(server.endpoint, timeout=5) as client:
-        _containerd_images.ContainerdImages(client).set_labels(record, {"io.cri-containerd.pinned": "pinned", "io.kubenode.gc/pinned": None})
-        assert client.rpc_calls == {"containerd.images.Update": 1}
+    client = cri_client(server.endpoint)
+    _containerd_images.ContainerdImages(client).set_labels(record, {"io.cri-containerd.pinned": "pinned", "io.kubenode.gc/pinned": None})
+    assert client.rpc_calls == {"containerd.images.Update": 1}
     assert seen["metadata"]["containerd-namespace"] == "k8s.io"
     request = seen["request"]
     assert list(request.update_mask.paths) == ["labels.io.cri-containerd.pinned", "labels.io.kubenode.gc/pinned"]
@@ -111,11 +109,11 @@ def test_images_client_sends_namespace_mask_and_target():
     assert (request.image.name, request.image.target) == (record.name, record.target)
 
 
-def test_images_client_on_a_socket_without_the_images_api():
+def test_images_client_on_a_socket_without_the_images_api(grpc_server, cri_client):
     record = pb.Image(name="registry.k8s.io/a:1")
-    with GrpcServer() as server, CriClient(server.endpoint, timeout=5) as client:
-        with pytest.raises(CriError) as err:
-            _containerd_images.ContainerdImages(client).list()
+    server = grpc_server()
+    with pytest.raises(CriError) as err:
+        _containerd_images.ContainerdImages(cri_client(server.endpoint)).list()
     assert str(err.value) == "Endpoint %s does not serve containerd's images API (List); is it containerd's own socket?" % server.endpoint
     assert record.name
 

@@ -55,3 +55,23 @@ def test_record_name_and_time_are_utc_to_the_microsecond():
     now = datetime.datetime(2026, 11, 24, 3, 4, 5, 123456, tzinfo=datetime.timezone.utc)
     assert cp.record_name("/h", now) == "/h/20261124T030405.123456Z.json"
     assert cp.iso(now) == "2026-11-24T03:04:05.123456Z"
+
+
+def test_remove_images_makes_a_listed_step_with_the_shared_keep_list_and_checks_its_patterns_first():
+    assert opts()["image_listed"] is None
+    o = opts(keep_images=["k:*"], remove_images=["bad:*"], image_gc=dict(ledger_path="/srv/ledger.json"))
+    assert o["image_listed"]["mode"] == "listed" and o["image_listed"]["images"] == ["bad:*"]
+    assert o["image_listed"]["keep_images"] == ["k:*"] and o["image_listed"]["ledger_path"] == "/srv/ledger.json"
+    assert o["image_gc"]["mode"] == "threshold" and o["image_gc"]["images"] is None
+    with pytest.raises(KubenodeGcError, match=r"^images must not contain an empty pattern; remove it or name the image to remove\.$"):
+        opts(remove_images=["bad:*", ""])
+
+
+def test_check_mode_plans_the_listed_removal_as_if_container_gc_had_run():
+    part = nc._listed_part({"removed_containers": [{"id": "c1"}, {"id": "c2"}]}, check_mode=True)
+    o = part.options(params_for(nc.IMAGE_GC_SPEC, mode="listed", images=["bad:*"]))
+    assert o["assume_gone"] == {"containers": {"c1", "c2"}, "images": set()}
+    assert nc._listed_part({"removed_containers": [{"id": "c1"}]}, check_mode=False) is nc._image_gc
+    images = [{"id": "a", "used_by": ["c1"], "in_use": True}, {"id": "b", "used_by": ["c1", "c3"], "in_use": True}, {"id": "z", "used_by": []}]
+    nc._image_gc._assume_gone(images, {"containers": {"c1"}, "images": {"z"}})
+    assert images == [{"id": "a", "used_by": [], "in_use": False}, {"id": "b", "used_by": ["c3"], "in_use": True}]
