@@ -10,8 +10,8 @@
 Every module's main() is ``execute(module, options, run, backend)``:
 
 1. ``options(module.params)`` checks the options and returns what the run needs (OptionError);
-2. ``backend(module, opts)`` gives the run its I/O: a CriClient (``cri_client``) or config files
-   (``config_files``);
+2. ``backend(module, opts)`` gives the run its I/O: a CriClient (``_cri_backend.cri_client``) or config files
+   (``_config_io.config_files``);
 3. ``run(backend, opts, check_mode)`` does the work and returns the result dict, or raises a
    KubenodeGcError whose ``result`` is what was done before;
 4. the result (``warnings`` warned, ``diff`` only in diff mode, ``rpc_calls`` of the client) is
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _config_io, _cri
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 
 # Mirrors plugins/doc_fragments/cri.py.
@@ -62,35 +61,6 @@ def require_library(present, name, import_error):
         raise MissingLibraryError(missing_required_lib(name), import_error)
 
 
-def require_cri_libraries(why=""):
-    """MissingLibraryError naming grpcio and/or protobuf (and ``why``, a sentence) unless both import."""
-    missing, errors = [], []
-    if not _cri.HAS_GRPC:
-        missing.append("grpcio")
-        errors.append(_cri.GRPC_IMPORT_ERROR)
-    if not _cri.HAS_PROTOBUF:
-        missing.append("protobuf")
-        errors.append(_cri.PROTOBUF_IMPORT_ERROR)
-    if missing:
-        raise MissingLibraryError(missing_required_lib(" and ".join(missing)) + why + INSTALL_HINT, "\n".join(errors))
-
-
-def cri_options(params):
-    """The shared CRI options, checked (_cri.cri_options, which code running without Ansible uses too)."""
-    return _cri.cri_options(params)
-
-
-def cri_client(module, opts):
-    """The backend of the CRI modules: a CriClient for the resolved endpoint (option, crictl.yaml, default sockets)."""
-    endpoint = _cri.resolve_endpoint(opts["cri_endpoint"])[0]
-    return _cri.CriClient(endpoint, timeout=opts["cri_timeout"])
-
-
-def config_files(module, opts):
-    """The backend of the config modules: reads and atomic writes through the module."""
-    return _config_io.ConfigFiles(module)
-
-
 def params_for(argument_spec, **overrides):
     """A module's parameters as AnsibleModule gives them without arguments (the spec's defaults), then ``overrides``.
 
@@ -110,22 +80,26 @@ def run_logic(module, options, run, backend, params, check_mode):
     ``error`` is None, or the KubenodeGcError whose one sentence fails the run; ``result`` is then what the run did
     before it (nothing for a MissingLibraryError). The CRI modules' results carry ``rpc_calls``. execute() is a
     module's main(); kubenode.gc.node_audit and node_cleanup run their parts through this too.
+
+    A backend marked ``client`` (_cri_backend.cri_client) first checks its libraries (``backend.check_libraries()``);
+    the result carries its client's ``rpc_calls`` and the client is closed after the run.
     """
+    client = getattr(backend, "client", False)
     target = None
     try:
-        if backend is cri_client:
-            require_cri_libraries()
+        if client:
+            backend.check_libraries()
         opts = options(params)
         target = backend(module, opts)
         result, error = run(target, opts, check_mode=check_mode), None
     except MissingLibraryError as exc:
-        _close(target)
+        _close(client, target)
         return {}, exc
     except KubenodeGcError as exc:
         result, error = dict(exc.result), exc
-    if backend is cri_client:
+    if client:
         result.setdefault("rpc_calls", dict(target.rpc_calls) if target is not None else {})
-    _close(target)
+    _close(client, target)
     return result, error
 
 
@@ -144,6 +118,6 @@ def execute(module, options, run, backend):
     module.exit_json(**result)
 
 
-def _close(target):
-    if isinstance(target, _cri.CriClient):
+def _close(client, target):
+    if client and target is not None:
         target.close()

@@ -270,6 +270,11 @@ class ConfigFiles:
         return write_text(self.module, path, text, backup=backup, validate=validate, mode=mode, stored=stored)
 
 
+def config_files(module, opts):
+    """The backend of the config modules: reads and atomic writes through the module."""
+    return ConfigFiles(module)
+
+
 def unified_diff_dict(path, before, after):
     """The Ansible diff dict for one file."""
     return dict(before=before or "", after=after or "", before_header=path, after_header=path)

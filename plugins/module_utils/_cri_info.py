@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_options
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS
+from ansible_collections.kubenode.gc.plugins.module_utils._cri_backend import cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import GATHER_CHOICES, public, read_node
 
 

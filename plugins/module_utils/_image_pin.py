@@ -24,7 +24,8 @@ import time
 from ansible_collections.kubenode.gc.plugins.module_utils import _daemons
 from ansible_collections.kubenode.gc.plugins.module_utils import _image_pin_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_options
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS
+from ansible_collections.kubenode.gc.plugins.module_utils._cri_backend import cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd_images import (
     OWNER_LABEL,
     OWNER_VALUE,

@@ -32,7 +32,9 @@ from ansible_collections.kubenode.gc.plugins.module_utils import (
     _runtime_config,
 )
 from ansible_collections.kubenode.gc.plugins.module_utils._audit_summary import summarise
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, config_files, cri_client, run_logic
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, run_logic
+from ansible_collections.kubenode.gc.plugins.module_utils._config_io import config_files
+from ansible_collections.kubenode.gc.plugins.module_utils._cri_backend import cri_client
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import runtime_kind as pin_kind
 from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config_policy import detect_runtime

@@ -32,7 +32,9 @@ from ansible_collections.kubenode.gc.plugins.module_utils import (
     _kubelet_config,
     _storage_gc,
 )
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, config_files, cri_client
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS
+from ansible_collections.kubenode.gc.plugins.module_utils._config_io import config_files
+from ansible_collections.kubenode.gc.plugins.module_utils._cri_backend import cri_client
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write
 from ansible_collections.kubenode.gc.plugins.module_utils._node_audit import (

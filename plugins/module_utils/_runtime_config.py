@@ -21,7 +21,8 @@ import re
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _config_io, _cri, _crio_api, _daemons, _runtime_config_policy as rc, _snapshot
 from ansible_collections.kubenode.gc.plugins.module_utils import _node_layouts as layouts
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CONFIG_FILE_ARGS, CRI_COMMON_ARGS, cri_options, require_cri_libraries, require_library
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CONFIG_FILE_ARGS, CRI_COMMON_ARGS, require_library
+from ansible_collections.kubenode.gc.plugins.module_utils._cri_backend import cri_options, require_cri_libraries
 from ansible_collections.kubenode.gc.plugins.module_utils._config_io import ConfigFileError, file_mode, redact_texts, redacted_diff
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError, KubenodeGcError, OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils._findings import finding, sort_findings

@@ -22,7 +22,8 @@ import os
 import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _containerd_collector, _ledger, _storage_policy
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, cri_options
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS
+from ansible_collections.kubenode.gc.plugins.module_utils._cri_backend import cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _inventory
 from ansible_collections.kubenode.gc.plugins.module_utils._containerd._client import ContainerdClient, ContainerdError
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration

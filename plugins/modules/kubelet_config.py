@@ -503,7 +503,8 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import config_files, execute
+from ansible_collections.kubenode.gc.plugins.module_utils._common import execute
+from ansible_collections.kubenode.gc.plugins.module_utils._config_io import config_files
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_config import ARGUMENT_SPEC, options, run
 
 

@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _common, _cri, _durations, _errors, _ledger, _quantity
+from ansible_collections.kubenode.gc.plugins.module_utils import _common, _cri, _cri_backend, _durations, _errors, _ledger, _quantity
 from ansible_collections.kubenode.gc.plugins.module_utils._config_io import ConfigFileError
 from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write
 
@@ -75,8 +75,8 @@ def test_execute_reports_bad_options_unchanged():
 
 
 def test_execute_of_a_cri_module_returns_rpc_calls_also_on_failure(monkeypatch):
-    monkeypatch.setattr(_common, "require_cri_libraries", lambda why="": None)
-    module = _execute(FakeModule({"cri_endpoint": None, "cri_timeout": 0}), _common.cri_options, None, _common.cri_client)
+    monkeypatch.setattr(_cri_backend, "require_cri_libraries", lambda why="": None)
+    module = _execute(FakeModule({"cri_endpoint": None, "cri_timeout": 0}), _cri_backend.cri_options, None, _cri_backend.cri_client)
     assert module.failed == dict(msg="cri_timeout must be a positive number of seconds, got 0.", changed=False, rpc_calls={})
 
 
