@@ -49,8 +49,9 @@ from benchmarks.image_gc_prune import find_crictl, import_set, removal_path, tim
 from devtools import runtimes  # noqa: E402  pylint: disable=wrong-import-position
 from devtools.images import ImageSpec  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _container_gc, _disk_usage, _image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _container_gc, _image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
+from ansible_collections.kubenode.gc.plugins.module_utils.storage import _disk_usage  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
 from ansible_collections.kubenode.gc.plugins.modules import container_gc, disk_usage, image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
 
 PODS = 100
@@ -64,8 +65,8 @@ sys.path.insert(0, %(repo)r)
 from devtools.collection import make_importable
 make_importable()
 from devtools.cri import DevCriClient
-from ansible_collections.kubenode.gc.plugins.module_utils import _container_gc, _image_gc
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _container_gc, _image_gc
 from ansible_collections.kubenode.gc.plugins.modules import container_gc, image_gc
 which, endpoint, params = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 mod, spec = (_image_gc, image_gc.ARGUMENT_SPEC) if which == "image_gc" else (_container_gc, container_gc.ARGUMENT_SPEC)

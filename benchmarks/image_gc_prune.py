@@ -39,8 +39,8 @@ make_importable()
 from devtools import runtimes  # noqa: E402  pylint: disable=wrong-import-position
 from devtools.images import ImageSpec  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
 from ansible_collections.kubenode.gc.plugins.modules import image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
 
 

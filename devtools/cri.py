@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The collection's CRI client plus the calls only the harness makes (pods, containers, image removal)."""
 
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriClient
 
 
 class DevCriClient(CriClient):

@@ -256,7 +256,7 @@ class EmbeddedCrio(EmbeddedRuntime):
 
 
 def _qualified(tag):
-    from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import normalize_image_ref  # pylint: disable=import-outside-toplevel
+    from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import normalize_image_ref  # pylint: disable=import-outside-toplevel
 
     return normalize_image_ref(tag)
 

@@ -28,7 +28,7 @@ from .crio import EmbeddedCrio, _qualified
 from .fetch import containerd_bin_dir
 from .images import ImageSpec
 
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)

@@ -32,8 +32,8 @@ import time
 from .cri import DevCriClient
 from .images import ImageSpec, build_archive
 
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
-from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import normalize_image_ref
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import normalize_image_ref
 
 SANDBOX_IMAGE = "registry.k8s.io/pause:3.9-kubenode"
 POD_UID_LABEL = "io.kubernetes.pod.uid"
@@ -109,7 +109,7 @@ def _zombie(pid):
 
 
 def _container_state(name):
-    from ansible_collections.kubenode.gc.plugins.module_utils import _cri_api_pb2 as pb  # pylint: disable=import-outside-toplevel
+    from ansible_collections.kubenode.gc.plugins.module_utils.cri import _cri_api_pb2 as pb  # pylint: disable=import-outside-toplevel
 
     return pb.ContainerState.Value(name)
 

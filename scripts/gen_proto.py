@@ -1,4 +1,4 @@
-"""Regenerate plugins/module_utils/_cri_api_pb2.py, _containerd_images_pb2.py and _containerd/*_pb2.py from proto/.
+"""Regenerate plugins/module_utils/cri/_cri_api_pb2.py and containerd/*_pb2.py from proto/.
 
 Run it in a virtualenv holding scripts/requirements-protogen.txt (the pinned
 generator).  ``--check`` exits non-zero when a committed file is stale.
@@ -26,15 +26,15 @@ MODULE_UTILS = os.path.join(ROOT, "plugins", "module_utils")
 PACKAGE = "ansible_collections.kubenode.gc.plugins.module_utils."
 # (proto file, generated module name, well-known protobuf modules it imports)
 FILES = (
-    ("cri_api.proto", "_cri_api_pb2", ()),
-    ("containerd_images.proto", "_containerd_images_pb2", ("empty_pb2", "field_mask_pb2")),
-    ("containerd_content.proto", "_containerd/_content_pb2", ("empty_pb2", "field_mask_pb2", "timestamp_pb2")),
-    ("containerd_snapshots.proto", "_containerd/_snapshots_pb2", ("empty_pb2", "field_mask_pb2", "timestamp_pb2")),
-    ("containerd_leases.proto", "_containerd/_leases_pb2", ("empty_pb2", "timestamp_pb2")),
-    ("containerd_namespaces.proto", "_containerd/_namespaces_pb2", ()),
-    ("containerd_containers.proto", "_containerd/_containers_pb2", ()),
-    ("containerd_introspection.proto", "_containerd/_introspection_pb2", ()),
-    ("containerd_sandbox.proto", "_containerd/_sandbox_pb2", ()),
+    ("cri_api.proto", "cri/_cri_api_pb2", ()),
+    ("containerd_images.proto", "containerd/_containerd_images_pb2", ("empty_pb2", "field_mask_pb2")),
+    ("containerd_content.proto", "containerd/_content_pb2", ("empty_pb2", "field_mask_pb2", "timestamp_pb2")),
+    ("containerd_snapshots.proto", "containerd/_snapshots_pb2", ("empty_pb2", "field_mask_pb2", "timestamp_pb2")),
+    ("containerd_leases.proto", "containerd/_leases_pb2", ("empty_pb2", "timestamp_pb2")),
+    ("containerd_namespaces.proto", "containerd/_namespaces_pb2", ()),
+    ("containerd_containers.proto", "containerd/_containers_pb2", ()),
+    ("containerd_introspection.proto", "containerd/_introspection_pb2", ()),
+    ("containerd_sandbox.proto", "containerd/_sandbox_pb2", ()),
 )
 GENERATOR = "grpcio-tools==1.51.3"
 

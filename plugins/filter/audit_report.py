@@ -15,11 +15,11 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubenode.gc.plugins.module_utils._findings import SEVERITIES, gate_levels, sort_findings
-from ansible_collections.kubenode.gc.plugins.module_utils._gc_policy import over_high_threshold
-from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import runtime_kind as pin_kind
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_GC_HIGH_THRESHOLD_PERCENT as DEFAULT_HIGH
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import IMAGE_GC_LOW_THRESHOLD_PERCENT as DEFAULT_LOW
+from ansible_collections.kubenode.gc.plugins.module_utils.config._findings import SEVERITIES, gate_levels, sort_findings
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_pin_policy import runtime_kind as pin_kind
+from ansible_collections.kubenode.gc.plugins.module_utils.gc._gc_policy import over_high_threshold
 from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int, check_record, expand_summary, sorted_drift as _drift
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 from ansible_collections.kubenode.gc.plugins.plugin_utils._report_fleet import enrich

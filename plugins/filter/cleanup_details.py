@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubenode.gc.plugins.module_utils._storage_policy import RELEASE_KIND, ROOT_KINDS
+from ansible_collections.kubenode.gc.plugins.module_utils.storage._storage_policy import RELEASE_KIND, ROOT_KINDS
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 
 LARGEST = 5

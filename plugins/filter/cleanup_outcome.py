@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubenode.gc.plugins.module_utils._cleanup_policy import complete_interrupted, images_seen
+from ansible_collections.kubenode.gc.plugins.module_utils.node._cleanup_policy import complete_interrupted, images_seen
 
 
 def _pairs(value, name):

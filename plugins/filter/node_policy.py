@@ -16,13 +16,13 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _gc_policy, _image_gc
-from ansible_collections.kubenode.gc.plugins.module_utils._cleanup_policy import pressure_reasons
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
-from ansible_collections.kubenode.gc.plugins.module_utils._findings import at_or_above
-from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import runtime_kind as _pin_kind
-from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config_policy import detect_runtime
-from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import image_filesystem as _image_filesystem
+from ansible_collections.kubenode.gc.plugins.module_utils.config._findings import at_or_above
+from ansible_collections.kubenode.gc.plugins.module_utils.config._runtime_config_policy import detect_runtime
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_pin_policy import runtime_kind as _pin_kind
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._snapshot import image_filesystem as _image_filesystem
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _gc_policy, _image_gc
+from ansible_collections.kubenode.gc.plugins.module_utils.node._cleanup_policy import pressure_reasons
 
 
 def image_gc_policy(kubelet=None, overrides=None, errors="fail", variables=None):

@@ -280,8 +280,8 @@ rpc_calls:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, execute
-from ansible_collections.kubenode.gc.plugins.module_utils._cri_backend import cri_client
-from ansible_collections.kubenode.gc.plugins.module_utils._container_gc import OWN_ARGUMENT_SPEC, options, run
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri_backend import cri_client
+from ansible_collections.kubenode.gc.plugins.module_utils.gc._container_gc import OWN_ARGUMENT_SPEC, options, run
 
 ARGUMENT_SPEC = dict(CRI_COMMON_ARGS, **OWN_ARGUMENT_SPEC)
 

@@ -168,8 +168,8 @@ rpc_calls:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenode.gc.plugins.module_utils._common import execute
-from ansible_collections.kubenode.gc.plugins.module_utils._cri_backend import cri_client
-from ansible_collections.kubenode.gc.plugins.module_utils._image_pin import ARGUMENT_SPEC, options, run
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri_backend import cri_client
+from ansible_collections.kubenode.gc.plugins.module_utils.gc._image_pin import ARGUMENT_SPEC, options, run
 
 
 def main():

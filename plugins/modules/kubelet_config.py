@@ -504,8 +504,8 @@ diff:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenode.gc.plugins.module_utils._common import execute
-from ansible_collections.kubenode.gc.plugins.module_utils._config_io import config_files
-from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_config import ARGUMENT_SPEC, options, run
+from ansible_collections.kubenode.gc.plugins.module_utils.config._config_io import config_files
+from ansible_collections.kubenode.gc.plugins.module_utils.config._kubelet_config import ARGUMENT_SPEC, options, run
 
 
 def main():

@@ -259,7 +259,7 @@ audit:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenode.gc.plugins.module_utils._node_audit import ARGUMENT_SPEC, execute
+from ansible_collections.kubenode.gc.plugins.module_utils.node._node_audit import ARGUMENT_SPEC, execute
 
 
 def main():

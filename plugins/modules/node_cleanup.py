@@ -202,7 +202,7 @@ storage_gc:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenode.gc.plugins.module_utils._node_cleanup import ARGUMENT_SPEC, execute
+from ansible_collections.kubenode.gc.plugins.module_utils.node._node_cleanup import ARGUMENT_SPEC, execute
 
 
 def main():

@@ -401,8 +401,8 @@ rpc_calls:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenode.gc.plugins.module_utils._common import execute
-from ansible_collections.kubenode.gc.plugins.module_utils._config_io import config_files
-from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config import ARGUMENT_SPEC, options, run
+from ansible_collections.kubenode.gc.plugins.module_utils.config._config_io import config_files
+from ansible_collections.kubenode.gc.plugins.module_utils.config._runtime_config import ARGUMENT_SPEC, options, run
 
 
 def main():

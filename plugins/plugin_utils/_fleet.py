@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _audit_summary as summary_format
+from ansible_collections.kubenode.gc.plugins.module_utils.node import _audit_summary as summary_format
 
 DRIFT_KEYS = ("component", "key", "desired", "actual")
 # config module result (in the audit record) -> the component its drift belongs to (None: the runtime the result names)

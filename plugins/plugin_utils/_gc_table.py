@@ -9,8 +9,8 @@
 
 from __future__ import annotations
 
-from ansible_collections.kubenode.gc.plugins.module_utils._image_gc import LISTED_RULES
-from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import display_ref
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import display_ref
+from ansible_collections.kubenode.gc.plugins.module_utils.gc._image_gc import LISTED_RULES
 
 UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
 COLUMNS = ("HOST", "CONTAINERS", "SANDBOXES", "LOGS", "IMAGES", "FREED", "USAGE", "TARGET", "ERRORS")

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import EVICTION_HARD
 from ansible_collections.kubenode.gc.plugins.module_utils._quantity import QuantityError, parse_quantity
-from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import usage_percent
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._snapshot import usage_percent
 from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int
 
 # signal -> (filesystem, measure); the filesystem's (total, free) keys per measure

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ansible_collections.kubenode.gc.plugins.module_utils._findings import SEVERITIES, sort_findings
-from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import display_ref
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import EVICTION_HARD
 from ansible_collections.kubenode.gc.plugins.module_utils._quantity import QuantityError, parse_quantity
+from ansible_collections.kubenode.gc.plugins.module_utils.config._findings import SEVERITIES, sort_findings
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import display_ref
 from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_eviction, _report_gc_targets, _report_listed
 from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
@@ -84,7 +84,7 @@ def _health(node):
 
 
 def _image_key(image):
-    """repository:tag of an image (module_utils/_image_ref.display_ref); node_audit's summary rows carry it as ``ref``."""
+    """repository:tag of an image (module_utils/cri/_image_ref.display_ref); node_audit's summary rows carry it as ``ref``."""
     ref = image.get("ref")
     if isinstance(ref, str):
         return ref

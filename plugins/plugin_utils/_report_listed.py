@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ansible_collections.kubenode.gc.plugins.module_utils._image_gc import LISTED_RULES
-from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import display_ref
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import display_ref
+from ansible_collections.kubenode.gc.plugins.module_utils.gc._image_gc import LISTED_RULES
 from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int
 
 UNUSED = "unused"  # no container uses it: the cleanup removes it

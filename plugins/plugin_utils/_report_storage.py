@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from html import escape
 
-from ansible_collections.kubenode.gc.plugins.module_utils._storage_policy import CATEGORIES
+from ansible_collections.kubenode.gc.plugins.module_utils.storage._storage_policy import CATEGORIES
 from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 from ansible_collections.kubenode.gc.plugins.plugin_utils._md_table import row

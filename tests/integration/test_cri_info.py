@@ -230,7 +230,7 @@ DEFAULT_SOCKET = "/run/containerd/containerd.sock"
 def test_finds_containerd_at_its_default_path_without_options(ansible, tmp_path):
     if os.path.exists("/etc/crictl.yaml"):
         pytest.skip("/etc/crictl.yaml exists on this machine and would be chosen first")
-    from ansible_collections.kubenode.gc.plugins.module_utils._cri import probe_socket
+    from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import probe_socket
 
     own = None
     if probe_socket(DEFAULT_SOCKET) is not None:  # nothing answers there: put a real containerd there

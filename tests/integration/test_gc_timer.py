@@ -15,7 +15,7 @@ import time
 
 import yaml
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
+from ansible_collections.kubenode.gc.plugins.module_utils.cri import _ledger
 from devtools.images import ImageSpec
 
 MIB = 1 << 20

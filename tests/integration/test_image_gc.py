@@ -12,10 +12,11 @@ import time
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc, _ledger
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
+from ansible_collections.kubenode.gc.plugins.module_utils.cri import _ledger
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_gc
 from ansible_collections.kubenode.gc.plugins.modules import image_gc
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient, CriError
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriClient, CriError
 from devtools.faults import CrashAfter, RestartAfter
 from devtools import runtimes
 from devtools.images import ImageSpec

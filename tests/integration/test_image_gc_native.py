@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriClient
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_gc
 from ansible_collections.kubenode.gc.plugins.modules import image_gc
 from devtools.faults import CrashAfter
 from devtools.images import ImageSpec

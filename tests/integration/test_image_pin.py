@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils._containerd_images import OWNER_LABEL, PINNED_LABEL, PINNED_VALUE, ContainerdImages
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriClient
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd._containerd_images import OWNER_LABEL, PINNED_LABEL, PINNED_VALUE, ContainerdImages
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriClient
 from devtools.images import ImageSpec
 
 MIB = 1 << 20

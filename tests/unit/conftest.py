@@ -10,7 +10,7 @@ a library, must not find any; gRPC's fork handlers can wait forever on them).
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _cri
+from ansible_collections.kubenode.gc.plugins.module_utils.cri import _cri
 from devtools.grpc_server import GrpcServer
 
 

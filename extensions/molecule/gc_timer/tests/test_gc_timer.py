@@ -140,7 +140,7 @@ def test_3_a_concurrent_cleanup_and_the_timer_both_finish(host, name):
 
 def image_ids(host, name):
     """The runtime's image ids, read over CRI with the runner's own client as installed on the node."""
-    code = ("import sys; sys.path.insert(0, '/usr/local/lib/kubenode-gc'); from ansible_collections.kubenode.gc.plugins.module_utils import _cri; "
+    code = ("import sys; sys.path.insert(0, '/usr/local/lib/kubenode-gc'); from ansible_collections.kubenode.gc.plugins.module_utils.cri import _cri; "
             "c = _cri.CriClient(sys.argv[1]); print(' '.join(sorted(i.id for i in c.list_images()))); c.close()")
     return host.check_output("/usr/bin/python3 -c %s %s", code, ENDPOINTS[name][0]).split()
 

@@ -843,7 +843,7 @@ def test_a_part_left_out_rendered_empty_by_older_ansible_is_not_malformed():
 # ---------------------------------------------------------------------------------------------- node_audit detail=summary
 def summarised(record):
     """A record as the audit playbook collects it from kubenode.gc.node_audit with detail=summary."""
-    from ansible_collections.kubenode.gc.plugins.module_utils._node_audit import summarise
+    from ansible_collections.kubenode.gc.plugins.module_utils.node._node_audit import summarise
 
     parts = {k: record[k] for k in ("cri_info", "image_gc_policy", "image_gc_prune") if record.get(k) is not None}
     folded = summarise(copy.deepcopy(parts))

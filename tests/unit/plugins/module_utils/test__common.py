@@ -8,9 +8,10 @@ import stat
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _common, _cri, _cri_backend, _durations, _errors, _ledger, _quantity
-from ansible_collections.kubenode.gc.plugins.module_utils._config_io import ConfigFileError
+from ansible_collections.kubenode.gc.plugins.module_utils import _common, _durations, _errors, _quantity
 from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write
+from ansible_collections.kubenode.gc.plugins.module_utils.config._config_io import ConfigFileError
+from ansible_collections.kubenode.gc.plugins.module_utils.cri import _cri, _cri_backend, _ledger
 
 
 class Exited(Exception):

@@ -13,15 +13,15 @@ import time
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _config_io as cio
-from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config as kcfg
-from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config_policy as kpolicy
-from ansible_collections.kubenode.gc.plugins.module_utils import _runtime_config as rcfg
-from ansible_collections.kubenode.gc.plugins.module_utils._byte_guard import guard, splice
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
 from ansible_collections.kubenode.gc.plugins.module_utils._redact import MARKER
-from ansible_collections.kubenode.gc.plugins.module_utils._toml_edit import keep_other_lines, line_paths, set_values
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _config_io as cio
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _kubelet_config as kcfg
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _kubelet_config_policy as kpolicy
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _runtime_config as rcfg
+from ansible_collections.kubenode.gc.plugins.module_utils.config._byte_guard import guard, splice
+from ansible_collections.kubenode.gc.plugins.module_utils.config._toml_edit import keep_other_lines, line_paths, set_values
 from ansible_collections.kubenode.gc.plugins.modules import kubelet_config, runtime_config
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "kubespray")

@@ -12,10 +12,10 @@ import os
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _container_gc as gc
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _container_gc as gc
 from ansible_collections.kubenode.gc.plugins.modules import container_gc
 
 

@@ -19,7 +19,7 @@ import itertools
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _container_policy as policy
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _container_policy as policy
 
 SECOND = 10**9
 MINUTE = 60 * SECOND

@@ -5,7 +5,7 @@
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _containerd_collector as G
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _containerd_collector as G
 from tests.unit.plugins.module_utils.test__storage_policy import NOW, SN, blob, ns, snap
 
 PAST = "2020-01-01T00:00:00Z"

@@ -11,15 +11,15 @@ import sys
 import grpc
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _cri
-from ansible_collections.kubenode.gc.plugins.module_utils import _cri_api_pb2 as pb
+from ansible_collections.kubenode.gc.plugins.module_utils.cri import _cri
+from ansible_collections.kubenode.gc.plugins.module_utils.cri import _cri_api_pb2 as pb
 
 # Runs in a new interpreter: imports _cri (as root, from this test run's sys.path), becomes nobody,
 # calls _cri.<function>(*args, **kwargs) and prints {"result": ...} or {"error": the CriError's text}.
 _AS_NOBODY = """
 import json, os, sys
 sys.path[:0] = json.loads(sys.argv[1])
-from ansible_collections.kubenode.gc.plugins.module_utils import _cri
+from ansible_collections.kubenode.gc.plugins.module_utils.cri import _cri
 name, args, kwargs = json.loads(sys.argv[2])
 os.setgroups([])
 os.setgid(65534)

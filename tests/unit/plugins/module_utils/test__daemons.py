@@ -14,7 +14,7 @@ import tempfile
 import pytest
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _daemons
-from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_flags import command_line_flags
+from ansible_collections.kubenode.gc.plugins.module_utils.config._kubelet_flags import command_line_flags
 from tests.unit.plugins.module_utils.test__kubelet_layouts import FakeProc
 
 

@@ -6,7 +6,7 @@ through symlinks too, without comparing it with each of them."""
 
 import os
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _disk_usage
+from ansible_collections.kubenode.gc.plugins.module_utils.storage import _disk_usage
 
 
 def _pairwise_inside(path, top):

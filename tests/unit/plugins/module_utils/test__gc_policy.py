@@ -6,8 +6,8 @@ and ages with their source."""
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _gc_policy as p
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import PolicyError
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _gc_policy as p
 
 EFFECTIVE = {"imageGCHighThresholdPercent": 70, "imageGCLowThresholdPercent": 60, "imageMinimumGCAge": "5m0s", "imageMaximumGCAge": "0s"}
 

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc as gc
-from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import OptionError
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_gc as gc
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_policy as policy
 from tests.unit.plugins.module_utils.test__image_gc import T, FakeNode, image
 
 GI = 1 << 30

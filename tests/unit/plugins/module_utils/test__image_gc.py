@@ -9,11 +9,11 @@ The real-runtime side (shared layers on containerd) is tests/integration/test_im
 from concurrent.futures import Future
 from types import SimpleNamespace
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc as gc
-from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
-from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import read_after_outage as _snapshot_read_after_outage
-from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import usage_percent
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._snapshot import read_after_outage as _snapshot_read_after_outage
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._snapshot import usage_percent
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_gc as gc
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_policy as policy
 
 SECOND = 10**9
 HOUR = 3600 * SECOND

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc as gc
-from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import OptionError
-from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import keep_matcher, patterns_matching
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import keep_matcher, patterns_matching
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_gc as gc
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_policy as policy
 
 SECOND = 10**9
 T = 1_700_000_000 * SECOND

@@ -6,14 +6,14 @@
 import grpc
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _containerd_images
-from ansible_collections.kubenode.gc.plugins.module_utils import _containerd_images_pb2 as pb
-from ansible_collections.kubenode.gc.plugins.module_utils import _image_pin
-from ansible_collections.kubenode.gc.plugins.module_utils import _image_pin_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
-from ansible_collections.kubenode.gc.plugins.module_utils._cri import CriError
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import OptionError
-from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import keep_matcher
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _containerd_images
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _containerd_images_pb2 as pb
+from ansible_collections.kubenode.gc.plugins.module_utils.cri import _image_pin_policy as policy
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriError
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import keep_matcher
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_pin
 from ansible_collections.kubenode.gc.plugins.modules import image_pin
 
 PIN = dict(pinned_label="io.cri-containerd.pinned", pinned_value="pinned", owner_label="io.kubenode.gc/pinned", owner_value="true")

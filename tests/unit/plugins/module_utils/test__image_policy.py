@@ -12,9 +12,9 @@ container (the vectors' ``ctr(n)``). "left N" is ``len(images) - len(plan.remova
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _image_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet as kubelet
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import PolicyError
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_policy as policy
 
 SECOND = 10**9
 MINUTE = 60 * SECOND

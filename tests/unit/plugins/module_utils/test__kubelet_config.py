@@ -6,8 +6,8 @@
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config_policy as kc
-from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_flags as kflags
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _kubelet_config_policy as kc
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _kubelet_flags as kflags
 
 P = "invalid configuration: "
 PATH = "/var/lib/kubelet/config.yaml"

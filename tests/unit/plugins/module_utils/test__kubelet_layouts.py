@@ -19,11 +19,12 @@ import shutil
 import pytest
 import yaml
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _config_io, _daemons
-from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config as kcfg
-from ansible_collections.kubenode.gc.plugins.module_utils import _node_layouts as layouts
+from ansible_collections.kubenode.gc.plugins.module_utils import _daemons
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
-from ansible_collections.kubenode.gc.plugins.module_utils._kubelet_config import DEFAULT_FLAG_FILES
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _config_io
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _kubelet_config as kcfg
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _node_layouts as layouts
+from ansible_collections.kubenode.gc.plugins.module_utils.config._kubelet_config import DEFAULT_FLAG_FILES
 
 LAYOUTS = os.path.join(os.path.dirname(__file__), "fixtures", "layouts")
 DEFAULT_HARD = {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%",
@@ -419,7 +420,7 @@ def test_dropins_are_read_as_filepath_walkdir_gives_them(tmp_path):
 
 
 def test_dropin_merge_is_a_merge_patch_laid_over_the_file():
-    from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config_policy as kc
+    from ansible_collections.kubenode.gc.plugins.module_utils.config import _kubelet_config_policy as kc
     file_cfg = {"evictionHard": {"memory.available": "1Gi"}, "imageGCHighThresholdPercent": 90, "imageGCLowThresholdPercent": 50}
     dropins = [("/d/10.conf", {"kind": "KubeletConfiguration", "evictionHard": {"nodefs.available": "7%"}, "imageGCLowThresholdPercent": 60,
                                "imageMinimumGCAge": "0s"}),
@@ -434,13 +435,13 @@ def test_dropin_merge_is_a_merge_patch_laid_over_the_file():
 
 
 def test_a_dropin_without_kind_stops_the_kubelet():
-    from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config_policy as kc
+    from ansible_collections.kubenode.gc.plugins.module_utils.config import _kubelet_config_policy as kc
     with pytest.raises(ConfigError, match="^The kubelet drop-in /d/10.conf has no kind and apiVersion, so the kubelet would not start"):
         kc.plan(None, None, dropins=[("/d/10.conf", "imageGCHighThresholdPercent: 70\n")])
 
 
 def test_k3s_kubelet_arg_lists():
-    from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_flags as kf
+    from ansible_collections.kubenode.gc.plugins.module_utils.config import _kubelet_flags as kf
     configs = [("/c.yaml", {"kubelet-arg": ["image-gc-high-threshold=90", "config=/x", "--eviction-hard=memory.available<1Gi"]}),
                ("/d/10.yaml", {"kubelet-arg+": ["image-gc-low-threshold=70"]}),
                ("/d/20.yaml", {"kubelet-arg": "container-log-max-files=3"})]

@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc as igc
-from ansible_collections.kubenode.gc.plugins.module_utils import _ledger
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import OptionError
+from ansible_collections.kubenode.gc.plugins.module_utils.cri import _ledger
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_gc as igc
 from ansible_collections.kubenode.gc.plugins.modules import image_gc
 
 NOW = 1_800_000_000 * 10**9

@@ -5,9 +5,10 @@
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _node_audit as na, _runtime_config
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import OptionError
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _runtime_config
+from ansible_collections.kubenode.gc.plugins.module_utils.node import _node_audit as na
 
 
 def opts(**kw):

@@ -7,10 +7,10 @@ import datetime
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _cleanup_policy as cp
-from ansible_collections.kubenode.gc.plugins.module_utils import _node_cleanup as nc
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
+from ansible_collections.kubenode.gc.plugins.module_utils.node import _cleanup_policy as cp
+from ansible_collections.kubenode.gc.plugins.module_utils.node import _node_cleanup as nc
 
 
 def opts(**kw):

@@ -6,13 +6,13 @@
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _container_gc as cgc
-from ansible_collections.kubenode.gc.plugins.module_utils import _image_gc as igc
-from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config_policy as kc
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import MAX_NS, DurationError, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError, OptionError
-from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import check_keep_patterns
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _kubelet_config_policy as kc
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import check_keep_patterns
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _container_gc as cgc
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_gc as igc
 from ansible_collections.kubenode.gc.plugins.modules import container_gc, image_gc
 
 GOOD = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"

@@ -11,11 +11,11 @@ import shutil
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _kubelet_config as kcfg
-from ansible_collections.kubenode.gc.plugins.module_utils import _runtime_config as rcfg
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
-from ansible_collections.kubenode.gc.plugins.module_utils._config_io import ConfigFileError, ConfigFiles, redact_texts, redacted_diff, resolve_path
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _kubelet_config as kcfg
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _runtime_config as rcfg
+from ansible_collections.kubenode.gc.plugins.module_utils.config._config_io import ConfigFileError, ConfigFiles, redact_texts, redacted_diff, resolve_path
 from ansible_collections.kubenode.gc.plugins.module_utils._redact import (
     MARKER,
     is_secret_key,
@@ -26,9 +26,9 @@ from ansible_collections.kubenode.gc.plugins.module_utils._redact import (
     secret_leaves,
     secret_strings,
 )
-from ansible_collections.kubenode.gc.plugins.module_utils._toml_edit import redact_text as redact_toml
-from ansible_collections.kubenode.gc.plugins.module_utils._yaml_edit import load
-from ansible_collections.kubenode.gc.plugins.module_utils._yaml_edit import redact_text as redact_yaml
+from ansible_collections.kubenode.gc.plugins.module_utils.config._toml_edit import redact_text as redact_toml
+from ansible_collections.kubenode.gc.plugins.module_utils.config._yaml_edit import load
+from ansible_collections.kubenode.gc.plugins.module_utils.config._yaml_edit import redact_text as redact_yaml
 from ansible_collections.kubenode.gc.plugins.modules import kubelet_config, runtime_config
 
 TOKEN = "kubelet-bearer-9f8e7d6c5b4a"

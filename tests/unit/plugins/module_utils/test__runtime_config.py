@@ -9,8 +9,9 @@ import threading
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _crio_api, _findings
-from ansible_collections.kubenode.gc.plugins.module_utils import _runtime_config_policy as rc
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _findings
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _runtime_config_policy as rc
+from ansible_collections.kubenode.gc.plugins.module_utils.cri import _crio_api
 
 P = "/etc/containerd/config.toml"
 
@@ -768,7 +769,7 @@ def test_v3_imports_merge_key_by_key_and_the_last_wins():
 
 
 def test_go_glob_matches_as_containerd_does(tmp_path):
-    from ansible_collections.kubenode.gc.plugins.module_utils._runtime_config import go_glob
+    from ansible_collections.kubenode.gc.plugins.module_utils.config._runtime_config import go_glob
 
     for name in ("b.toml", "a.toml", ".c.toml", "d.conf"):
         (tmp_path / name).write_text("")

@@ -13,10 +13,10 @@ import os
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _runtime_config as rcfg
-from ansible_collections.kubenode.gc.plugins.module_utils import _runtime_config_policy as rc
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _runtime_config as rcfg
+from ansible_collections.kubenode.gc.plugins.module_utils.config import _runtime_config_policy as rc
 from ansible_collections.kubenode.gc.plugins.modules import runtime_config
 from tests.unit.plugins.module_utils.test__kubelet_layouts import FakeProc, Files, install_layout, refused, reroot_node
 
@@ -144,7 +144,7 @@ def test_mco_owned_file_without_a_header():
         "its header says it is generated (DO NOT EDIT); change what generates it")
     assert rc.generated_by("/etc/crio/crio.conf", "[crio]\n# DO NOT EDIT further down is no header\n") is None
     # kubenode.gc's own drop-ins (image_pin's header says "do not edit") are not another program's generated files
-    from ansible_collections.kubenode.gc.plugins.module_utils._image_pin_policy import DROPIN_HEADER  # pylint: disable=import-outside-toplevel
+    from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_pin_policy import DROPIN_HEADER  # pylint: disable=import-outside-toplevel
     assert rc.generated_by("/etc/crio/crio.conf.d/99-kubenode-gc-pinned.conf", DROPIN_HEADER + "\n[crio.image]\n") is None
 
 

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _image_ref
-from ansible_collections.kubenode.gc.plugins.module_utils import _snapshot as snap
+from ansible_collections.kubenode.gc.plugins.module_utils.cri import _image_ref
+from ansible_collections.kubenode.gc.plugins.module_utils.cri import _snapshot as snap
 
 
 @pytest.mark.parametrize(

@@ -5,9 +5,9 @@
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _disk_usage, _storage_gc
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
+from ansible_collections.kubenode.gc.plugins.module_utils.storage import _disk_usage, _storage_gc
 from ansible_collections.kubenode.gc.plugins.modules import disk_usage, storage_gc
 
 
@@ -118,14 +118,14 @@ class _Api:
         pass
 
     def abort_ingest(self, ns, ref):
-        from ansible_collections.kubenode.gc.plugins.module_utils._containerd._client import ContainerdError
+        from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import ContainerdError
         raise ContainerdError("containerd at unix:///fake.sock failed content Abort in namespace moby: not found (NOT_FOUND).", code="NOT_FOUND")
 
     def delete_lease(self, ns, lease_id, sync=True):
         self.calls.append(("lease", lease_id))
 
     def delete_image(self, ns, name, sync=True):
-        from ansible_collections.kubenode.gc.plugins.module_utils._containerd._client import ContainerdError
+        from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import ContainerdError
         raise ContainerdError("containerd at unix:///fake.sock failed images Delete in namespace moby: boom (UNKNOWN).", code="UNKNOWN")
 
 

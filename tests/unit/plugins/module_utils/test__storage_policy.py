@@ -5,8 +5,8 @@
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _storage_policy as P
-from ansible_collections.kubenode.gc.plugins.module_utils._image_ref import keep_matcher
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import keep_matcher
+from ansible_collections.kubenode.gc.plugins.module_utils.storage import _storage_policy as P
 
 SN = "overlayfs"
 NOW = 1_800_000_000 * 10**9

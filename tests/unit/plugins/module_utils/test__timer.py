@@ -14,7 +14,7 @@ import tarfile
 import pytest
 import yaml
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _timer
+from ansible_collections.kubenode.gc.plugins.module_utils.gc import _timer
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 MODULE_UTILS = os.path.join(REPO, "plugins", "module_utils")
@@ -22,7 +22,7 @@ PREFIX = "ansible_collections.kubenode.gc.plugins.module_utils"
 ROLE = os.path.join(REPO, "roles", "gc_timer")
 
 
-def closure(start="_timer"):
+def closure(start="gc/_timer"):
     seen, todo = set(), [start]
     while todo:
         name = todo.pop()

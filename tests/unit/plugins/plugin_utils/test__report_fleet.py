@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils._snapshot import usage_percent
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._snapshot import usage_percent
 from ansible_collections.kubenode.gc.plugins.plugin_utils import _report_fleet as rf
 from ansible_collections.kubenode.gc.plugins.plugin_utils._report_svg import line_chart, sparkline
 

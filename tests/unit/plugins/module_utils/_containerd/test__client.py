@@ -6,11 +6,11 @@
 import grpc
 import pytest
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _containerd_images_pb2 as images_pb
-from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _client
-from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _content_pb2 as content_pb
-from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _leases_pb2 as leases_pb
-from ansible_collections.kubenode.gc.plugins.module_utils._containerd import _snapshots_pb2 as snapshots_pb
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _containerd_images_pb2 as images_pb
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _client
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _content_pb2 as content_pb
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _leases_pb2 as leases_pb
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _snapshots_pb2 as snapshots_pb
 
 
 def test_calls_are_counted_and_empty_answers_accepted(grpc_server, cri_client):

@@ -1,0 +1,176 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""storage_gc: options and run (lock, read containerd's metadata, plan, remove roots, let containerd's GC collect, measure).
+
+The plan is _storage_policy.plan (pure). The module removes roots only, through containerd's own API:
+content.Abort for ingests, leases.Delete, images.Delete, and (release_gc_roots) snapshots.Update or
+content.Update without the gc.root label. It never deletes a blob or a snapshot: one synchronous
+garbage collection (a transient lease deleted with ``sync``) then frees what only those roots kept;
+the run lists containerd's metadata again to report what the collection really removed, and
+measures the freed bytes with statvfs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS
+from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _containerd_collector
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _inventory
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import ContainerdClient, ContainerdError
+from ansible_collections.kubenode.gc.plugins.module_utils.cri import _ledger
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri_backend import cri_options
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import check_keep_patterns, keep_matcher
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._snapshot import image_filesystem, read_imagefs
+from ansible_collections.kubenode.gc.plugins.module_utils.storage import _storage_policy
+
+CRIO_WARNING = ("storage_gc does not act on %s: containers/storage has no API to free its storage safely while the runtime "
+                "runs; drain the node, stop the kubelet and cri-o, run 'crio wipe' and start them again.")
+SYNC_LEASE_PREFIX = "kubenode-gc-storage-gc-"
+# the plan's steps the module carries out itself; the others are what containerd's collection then frees
+ACTION_KINDS = _storage_policy.ROOT_KINDS + (_storage_policy.RELEASE_KIND,)
+
+
+def options(params):
+    opts = cri_options(params)
+    namespaces = [str(n).strip() for n in params["namespaces"] or []]
+    if _storage_policy.CRI_NAMESPACE in namespaces:
+        raise OptionError("namespaces must not name k8s.io: its images are the kubelet's, which kubenode.gc.image_gc removes with the kubelet's rules.")
+    if any(not n for n in namespaces):
+        raise OptionError("namespaces must not contain an empty name, got %r." % (params["namespaces"],))
+    opts["namespaces"] = namespaces
+    try:
+        check_keep_patterns(params["keep_images"] or [])
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+    opts["keep_images"] = list(params["keep_images"] or [])
+    for name in ("ingest_max_age", "lease_max_age"):
+        value = params[name]
+        if value is None or value == "":
+            opts[name] = None
+            continue
+        try:
+            opts[name] = parse_duration(str(value))
+        except DurationError as exc:
+            raise OptionError("%s must be a Go duration such as 1h or 30m, got %r (%s)." % (name, value, exc)) from None
+        if opts[name] < 0:
+            raise OptionError("%s must not be negative, got %r." % (name, value))
+    if opts["ingest_max_age"] is None:
+        raise OptionError("ingest_max_age must be a Go duration such as 1h, got an empty value.")
+    if not (math.isfinite(params["lock_timeout"]) and params["lock_timeout"] >= 0):
+        raise OptionError("lock_timeout must be a finite number of seconds, 0 or more, got %s." % params["lock_timeout"])
+    opts["lock_timeout"] = params["lock_timeout"]
+    opts["release_gc_roots"] = bool(params["release_gc_roots"])
+    return opts
+
+
+def _used(path):
+    st = os.statvfs(path)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def run(client, opts, check_mode=False):
+    version = client.version()
+    result = {"changed": False, "supported": True, "plan": [], "removed": [], "freed_bytes": 0, "warnings": []}
+    if version.runtime_name != "containerd":
+        result["supported"] = False
+        result["warnings"].append(CRIO_WARNING % version.runtime_name)
+        return result
+    gc_major = _containerd_collector.major(version.runtime_version)
+    if check_mode:
+        _run_locked(client, opts, True, result, gc_major)
+        return result
+    lock_warnings = []
+    with _ledger.NodeLock(_ledger.node_lock_path(client.endpoint), opts["lock_timeout"], what="storage_gc", warnings=lock_warnings):
+        _run_locked(client, opts, False, result, gc_major)
+    result["warnings"][:0] = lock_warnings
+    return result
+
+
+def _key(step):
+    return (step["kind"], step["namespace"], step.get("snapshotter"), step["id"])
+
+
+def _run_locked(client, opts, check_mode, result, gc_major):
+    imagefs = image_filesystem(read_imagefs(client))
+    if imagefs is None:
+        raise KubenodeGcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint, result=result)
+    api = ContainerdClient(client)
+    inventory = _inventory.read(api)
+    _inventory.fill_usage(api, inventory, _storage_policy.needs_usage(inventory))
+    # listed after containerd's metadata: a sandbox started since has a lease the plan cannot have seen
+    sandboxes = [s.id for s in client.list_pod_sandbox()]
+    steps = _storage_policy.plan(inventory, opts["namespaces"], keep_matcher(opts["keep_images"]), opts["ingest_max_age"],
+                                 opts["lease_max_age"], time.time_ns(), sandboxes=sandboxes, gc_major=gc_major,
+                                 release_gc_roots=opts["release_gc_roots"])
+    result["plan"] = [_shown(s) for s in steps]
+    if check_mode or not steps:
+        return
+    before = _used(imagefs["mountpoint"])
+    result["already_gone"] = []
+    actions = [s for s in steps if s["kind"] in ACTION_KINDS]
+    for step in actions:
+        try:
+            _free(api, step)
+        except ContainerdError as exc:
+            if exc.code == "NOT_FOUND":
+                # containerd's own GC was first: done, though not by this run
+                result["already_gone"].append({k: step[k] for k in ("kind", "namespace", "id")})
+                continue
+            result["freed_bytes"] = before - _used(imagefs["mountpoint"])
+            raise KubenodeGcError("storage_gc stopped at %s %s in namespace %s: %s" % (step["kind"], step["id"], step["namespace"], exc),
+                                  result=result) from None
+        result["removed"].append(_shown(step))
+        result["changed"] = True
+    api.collect_garbage(steps[0]["namespace"], SYNC_LEASE_PREFIX)
+    # what containerd's collection really removed: the planned objects no longer listed
+    left = _storage_policy.present(_inventory.read(api))
+    for step in steps:
+        if step["kind"] in ACTION_KINDS:
+            continue
+        if _key(step) in left:
+            result["warnings"].append("containerd's garbage collection kept %s %s in namespace %s, which the plan expected it to free."
+                                      % (step["kind"], step["id"], step["namespace"]))
+        else:
+            result["removed"].append(_shown(step))
+            result["changed"] = True
+    result["freed_bytes"] = before - _used(imagefs["mountpoint"])
+
+
+def _shown(step):
+    return {k: step[k] for k in ("kind", "namespace", "id", "bytes", "snapshotter") if k in step}
+
+
+def _free(api, step):
+    kind, ns = step["kind"], step["namespace"]
+    if kind == "ingest":
+        api.abort_ingest(ns, step["id"])
+    elif kind == "lease":
+        api.delete_lease(ns, step["id"], sync=False)
+    elif kind == "image":
+        api.delete_image(ns, step["id"], sync=False)
+    elif kind == _storage_policy.RELEASE_KIND and step.get("snapshotter") is not None:
+        api.remove_snapshot_label(ns, step["snapshotter"], step["id"], _storage_policy.GC_ROOT)
+    elif kind == _storage_policy.RELEASE_KIND:
+        api.remove_content_label(ns, step["id"], _storage_policy.GC_ROOT)
+
+
+# The module's options (plugins/modules/storage_gc.py documents them); here so that kubenode.gc.node_audit runs it too.
+ARGUMENT_SPEC = dict(
+    CRI_COMMON_ARGS,
+    namespaces=dict(type="list", elements="str", default=[]),
+    keep_images=dict(type="list", elements="str", default=[]),
+    ingest_max_age=dict(type="str", default="1h"),
+    lease_max_age=dict(type="str"),
+    lock_timeout=dict(type="float", default=300.0),
+    release_gc_roots=dict(type="bool", default=False),
+)
