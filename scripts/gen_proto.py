@@ -32,7 +32,7 @@ FILES = (
     ("containerd_snapshots.proto", "containerd/_snapshots_pb2", ("empty_pb2", "field_mask_pb2", "timestamp_pb2")),
     ("containerd_leases.proto", "containerd/_leases_pb2", ("empty_pb2", "timestamp_pb2")),
     ("containerd_namespaces.proto", "containerd/_namespaces_pb2", ()),
-    ("containerd_containers.proto", "containerd/_containers_pb2", ()),
+    ("containerd_containers.proto", "containerd/_containers_pb2", ("any_pb2",)),
     ("containerd_introspection.proto", "containerd/_introspection_pb2", ()),
     ("containerd_sandbox.proto", "containerd/_sandbox_pb2", ()),
 )

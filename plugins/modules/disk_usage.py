@@ -34,8 +34,8 @@ options:
     description:
       - Where to look for pod logs the CRI gives no log path for (C(<namespace>_<pod>_<uid>/<container>/<n>.log)), for
         example those of removed containers. The logs of every container the runtime knows are found where it writes them
-        (the log path of C(ContainerStatus), wherever the kubelet's C(podLogsDir) puts it). Their bytes count in
-        V(container_logs) of the filesystem they are on.
+        (its log path, wherever the kubelet's C(podLogsDir) puts it; on containerd read from containerd's own container
+        records, on cri-o from C(ContainerStatus)). Their bytes count in V(container_logs) of the filesystem they are on.
     type: path
     default: /var/log/pods
   kubelet_root_dir:

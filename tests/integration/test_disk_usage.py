@@ -181,3 +181,78 @@ def test_disk_usage_sees_every_byte(ansible, runtime):
     # the gc.root snapshot and the ctr container's layer stay
     assert "native-data" in so.ctr_ok(runtime, "tools", "snapshots", "--snapshotter", "native", "ls")
     assert "ctr-writer" in so.ctr_ok(runtime, "k8s.io", "containers", "ls", "-q")
+
+
+def _allocated(top):
+    """Bytes allocated (st_blocks) by everything below ``top``, as the filesystem says."""
+    total = 0
+    for parent, dirs, files in os.walk(top):
+        for name in dirs + files:
+            total += os.lstat(os.path.join(parent, name)).st_blocks * 512
+    return total
+
+
+def _by_pod(found):
+    return {(meta.namespace, meta.name, meta.uid): sorted(dirs) for meta, dirs in found.values()}
+
+
+def test_disk_usage_log_paths_without_a_call_per_container(ansible, runtime):
+    """Pods that log outside pod_logs_dir: their bytes are found through each container's log path, which on containerd
+    comes from its own container records (one containers.ListStream per namespace), with no ContainerStatus per
+    container; cri-o still asks ContainerStatus once per container. The same directories either way."""
+    from devtools.images import ImageSpec
+
+    from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _cri_metadata, _inventory
+    from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import ContainerdClient
+    from ansible_collections.kubenode.gc.plugins.module_utils.storage import _disk_usage
+
+    runtime.import_images([ImageSpec("registry.k8s.io/log-paths:1", size=so.MIB)])
+    base = os.path.join(runtime.imagefs_mountpoint if runtime.kind == "cri-o" else runtime.root, "log-paths")
+    empty = os.path.join(runtime.workdir, "no-pod-logs")  # pod_logs_dir: the fallback finds nothing there
+    os.makedirs(empty, exist_ok=True)
+    pods = {}  # pod id (<namespace>_<name>_<uid>) -> (its log directory, bytes written)
+    containers = 0
+    for name, states, sizes in (("web", ("running", "created", "exited"), (96, 160, 32)), ("db", ("running",), (224,))):
+        config = runtime.pod_config(name, namespace="logs-ns")
+        config["log_directory"] = os.path.join(base, "logs-ns_%s_%s" % (name, config["metadata"]["uid"]))
+        os.makedirs(config["log_directory"], exist_ok=True)
+        sandbox = (runtime.client.run_pod_sandbox(config), config)
+        written = 0
+        for n, (state, kib) in enumerate(zip(states, sizes)):
+            cname = "%s-%d" % (name, n)
+            runtime.add_container(sandbox, cname, "registry.k8s.io/log-paths:1", state=state)
+            containers += 1
+            # a rotated log beside the runtime's own (empty: the containers print nothing)
+            with open(os.path.join(config["log_directory"], cname, "0.log.20260101-000000"), "wb") as f:
+                f.write(os.urandom(kib * 1024))
+            written += kib * 1024
+        pods[os.path.basename(config["log_directory"])] = (config["log_directory"], written)
+
+    res = ansible.module("kubenode.gc.disk_usage", dict(cri_endpoint=runtime.endpoint, pod_logs_dir=empty), check=True)
+    assert not res.get("failed"), res.get("msg")
+    logs = by_id(res["categories"]["container_logs"])
+    for pod_id, (directory, written) in pods.items():
+        on_disk = _allocated(directory)
+        assert written <= on_disk <= written + 64 * 1024, (pod_id, written, on_disk)
+        assert logs[pod_id]["bytes"] == on_disk, (pod_id, logs[pod_id], on_disk)
+        assert logs[pod_id]["namespace"] == "logs-ns"
+    calls = res["rpc_calls"]
+    assert calls["ListContainers"] == 1 and calls["ListPodSandbox"] == 1
+    if runtime.kind == "cri-o":
+        assert calls["ContainerStatus"] == containers  # no containerd API: one call per container, as before
+        return
+    assert "ContainerStatus" not in calls, calls
+    assert calls["containerd.containers.ListStream"] == len(so.namespaces(runtime))
+
+    # in this process: the records give every CRI container's log path, the same directories ContainerStatus gives
+    client = runtime.client
+    known = _cri_metadata.log_paths(_inventory.read(ContainerdClient(client)))
+    assert {c.id for c in client.list_containers()} <= set(known)
+    before = client.rpc_calls.get("ContainerStatus", 0)
+    via_records = _disk_usage.log_dirs(client, known)
+    assert client.rpc_calls.get("ContainerStatus", 0) == before
+    via_cri = _disk_usage.log_dirs(client)
+    assert client.rpc_calls.get("ContainerStatus", 0) == before + containers
+    assert _by_pod(via_records) == _by_pod(via_cri)
+    assert sorted(d for dirs in _by_pod(via_records).values() for d in dirs) == sorted(
+        os.path.join(directory, c) for directory, _written in pods.values() for c in os.listdir(directory))

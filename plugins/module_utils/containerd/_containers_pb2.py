@@ -14,24 +14,29 @@ import traceback
 
 SERIALIZED_FILE = (
     b'\n\x1bcontainerd_containers.proto\x12!containerd.servic'
-    b'es.containers.v1"\x83\x02\n\tContainer\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12P'
-    b'\n\x06labels\x18\x02 \x03(\x0b28.containerd.services.containers.'
-    b'v1.Container.LabelsEntryR\x06labels\x12\x14\n\x05image\x18\x03 \x01(\tR'
-    b'\x05image\x12 \n\x0bsnapshotter\x18\x06 \x01(\tR\x0bsnapshotter\x12!\n\x0csnap'
-    b'shot_key\x18\x07 \x01(\tR\x0bsnapshotKey\x1a9\n\x0bLabelsEntry\x12\x10\n\x03ke'
-    b'y\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x028\x01"1\n\x15ListCo'
-    b'ntainersRequest\x12\x18\n\x07filters\x18\x01 \x03(\tR\x07filters"b\n\x14Lis'
-    b'tContainerMessage\x12J\n\tcontainer\x18\x01 \x01(\x0b2,.container'
-    b'd.services.containers.v1.ContainerR\tcontainer2\x90\x01'
-    b'\n\nContainers\x12\x81\x01\n\nListStream\x128.containerd.service'
-    b's.containers.v1.ListContainersRequest\x1a7.containe'
-    b'rd.services.containers.v1.ListContainerMessage0\x01'
-    b'b\x06proto3'
+    b'es.containers.v1\x1a\x19google/protobuf/any.proto"\xb6\x03\n\t'
+    b'Container\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12P\n\x06labels\x18\x02 \x03(\x0b28.cont'
+    b'ainerd.services.containers.v1.Container.LabelsEn'
+    b'tryR\x06labels\x12\x14\n\x05image\x18\x03 \x01(\tR\x05image\x12 \n\x0bsnapshotter'
+    b'\x18\x06 \x01(\tR\x0bsnapshotter\x12!\n\x0csnapshot_key\x18\x07 \x01(\tR\x0bsnaps'
+    b'hotKey\x12\\\n\nextensions\x18\n \x03(\x0b2<.containerd.services'
+    b'.containers.v1.Container.ExtensionsEntryR\nextens'
+    b'ions\x1a9\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02'
+    b' \x01(\tR\x05value:\x028\x01\x1aS\n\x0fExtensionsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR'
+    b'\x03key\x12*\n\x05value\x18\x02 \x01(\x0b2\x14.google.protobuf.AnyR\x05value'
+    b':\x028\x01"1\n\x15ListContainersRequest\x12\x18\n\x07filters\x18\x01 \x03(\tR\x07'
+    b'filters"b\n\x14ListContainerMessage\x12J\n\tcontainer\x18\x01 \x01'
+    b'(\x0b2,.containerd.services.containers.v1.Container'
+    b'R\tcontainer2\x90\x01\n\nContainers\x12\x81\x01\n\nListStream\x128.cont'
+    b'ainerd.services.containers.v1.ListContainersRequ'
+    b'est\x1a7.containerd.services.containers.v1.ListCont'
+    b'ainerMessage0\x01b\x06proto3'
 )
 
 try:
     from google.protobuf import descriptor_pool as _descriptor_pool
     from google.protobuf.internal import builder as _builder
+    from google.protobuf import any_pb2 as _any_pb2  # noqa: F401, pylint: disable=unused-import
 except ImportError:
     HAS_PROTOBUF = False
     PROTOBUF_IMPORT_ERROR = traceback.format_exc()

@@ -8,11 +8,11 @@
 """One read of containerd's metadata in every namespace, as the plain records _storage_policy takes.
 
 Per namespace: images.List, content.List (one stream: digest, size, labels), content.ListStatuses
-(ingests), containers.ListStream, the sandbox store's List, leases.List plus leases.ListResources per
-lease, and snapshots.List per snapshotter (every snapshotter plugin containerd runs, as its introspection
-API says, plus any other one a container or label names). Sizes come from the API,
-never from walking the store: blobs from content.List, snapshots from snapshots.Usage (only for the
-snapshots whose size is attributed, USAGE_CONCURRENCY calls in flight).
+(ingests), containers.ListStream (with the CRI plugin's metadata extension, kept unparsed), the sandbox
+store's List, leases.List plus leases.ListResources per lease, and snapshots.List per snapshotter (every
+snapshotter plugin containerd runs, as its introspection API says, plus any other one a container or
+label names). Sizes come from the API, never from walking the store: blobs from content.List, snapshots
+from snapshots.Usage (only for the snapshots whose size is attributed, USAGE_CONCURRENCY calls in flight).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import concurrent.futures
 
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import DEFAULT_SNAPSHOTTER, ContainerdError, timestamp_ns
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd._containerd_collector import REF_SNAPSHOT
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd._cri_metadata import CONTAINER_METADATA
 
 USAGE_CONCURRENCY = 64
 LIST_CONCURRENCY = 8
@@ -75,9 +76,11 @@ def _record(client, pool, ns, asked, running):
         rec["ingests"].append({"ref": st.ref, "offset": int(st.offset), "total": int(st.total), "expected": st.expected,
                                "started_ns": timestamp_ns(st.started_at), "updated_ns": timestamp_ns(st.updated_at)})
     for c in asked["containers"].result():
-        # an empty snapshotter: the container has no snapshot (containerd's GC follows none)
+        # an empty snapshotter: the container has no snapshot (containerd's GC follows none); cri_metadata: the raw
+        # JSON the CRI plugin records (its log path, for disk_usage: _cri_metadata), None on containers it did not make
+        meta = c.extensions[CONTAINER_METADATA].value if CONTAINER_METADATA in c.extensions else None
         rec["containers"].append({"id": c.id, "image": c.image, "snapshotter": c.snapshotter,
-                                  "snapshot_key": c.snapshot_key, "labels": dict(c.labels)})
+                                  "snapshot_key": c.snapshot_key, "labels": dict(c.labels), "cri_metadata": meta})
         if c.snapshotter:
             snapshotters.add(c.snapshotter)
     for sb in asked["sandboxes"].result():

@@ -7,11 +7,14 @@
 
 """disk_usage: options and run (the I/O); the attribution itself is _storage_policy's (pure).
 
-Reads: CRI Version, ImageFsInfo and ListContainerStats (one call for every writable layer), ListPodSandbox,
-ListContainers and ContainerStatus per container (its log path); on containerd its own API
-(_containerd._inventory); statvfs of the image filesystem and of the kubelet's root; bounded walks of
-the containers' log directories, of the pod log directories the CRI names none in, and of the pod
-volume directories (``walk_limit`` entries in all, and the result says which walk stopped early).
+Reads: CRI Version, ImageFsInfo and ListContainerStats (one call for every writable layer), ListPodSandbox and
+ListContainers; on containerd its own API (containerd/_inventory, one list per kind and namespace), whose container
+records carry each CRI container's log path (the CRI plugin's metadata extension, containerd/_cri_metadata): a
+constant number of list calls in all. ContainerStatus (for its log path) is asked only for the containers no record
+gives a path for: every container on cri-o; on containerd only those without a usable extension or made after the
+records were read. Then statvfs of the image filesystem and of the kubelet's root; bounded walks of the containers'
+log directories, of the pod log directories the CRI names none in, and of the pod volume directories (``walk_limit``
+entries in all, and the result says which walk stopped early).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
-from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _containerd_collector
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _containerd_collector, _cri_metadata
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _inventory
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import ContainerdClient
 from ansible_collections.kubenode.gc.plugins.module_utils.cri import _snapshot
@@ -101,24 +104,31 @@ def pod_logs(walker, logs_dir):
     return out
 
 
-def log_dirs(client):
-    """{pod sandbox id: (pod metadata, [directories of its containers' log files])} from the CRI (ContainerStatus's log path)."""
+def log_dirs(client, known=None):
+    """{pod sandbox id: (pod metadata, [directories of its containers' log files])} of the CRI's containers, matched to
+    their pods by ListContainers. The log path of a container is ``known``'s ({container id: absolute log path}, what
+    containerd's records say), else ContainerStatus's, asked only for the containers ``known`` does not hold."""
+    known = known or {}
     pods = {s.id: s.metadata for s in client.list_pod_sandbox()}
     sandbox_of = {c.id: c.pod_sandbox_id for c in client.list_containers()}
+    paths = {cid: known[cid] for cid in sandbox_of if cid in known}
+    asked = [cid for cid in sandbox_of if cid not in paths]
+    for cid, status in _snapshot.container_statuses(client, asked, concurrency=None):
+        if status is not None:  # None: removed since the list
+            paths[cid] = status.log_path
     out = {}
-    for cid, status in _snapshot.container_statuses(client, list(sandbox_of), concurrency=None):
-        if status is None:
-            continue  # removed since the list
-        path, sandbox = status.log_path, sandbox_of[cid]
+    for cid, sandbox in sandbox_of.items():
+        path = paths.get(cid)
         if path and os.path.isabs(path) and sandbox in pods:
             out.setdefault(sandbox, (pods[sandbox], set()))[1].add(os.path.dirname(os.path.normpath(path)))
     return out
 
 
-def container_logs(walker, client, logs_dir):
-    """Per pod, the bytes of its containers' log directories, where the runtime writes them (the CRI's log paths); then
-    the pod directories of ``logs_dir`` (the fallback) that hold none of those. [{"namespace", "name", "id", "bytes", "dev"}]"""
-    found = log_dirs(client)
+def container_logs(walker, client, logs_dir, known=None):
+    """Per pod, the bytes of its containers' log directories, where the runtime writes them (the CRI's log paths, from
+    ``known`` where given: see log_dirs); then the pod directories of ``logs_dir`` (the fallback) that hold none of
+    those. [{"namespace", "name", "id", "bytes", "dev"}]"""
+    found = log_dirs(client, known)
     walked = _Walked()
     out = []
     for sandbox in sorted(found, key=lambda s: (found[s][0].namespace, found[s][0].name, s)):
@@ -225,7 +235,13 @@ def run(client, opts, check_mode=False):
     walker = Walker(opts["walk_limit"])
     # the runtime gathers every container's stats while containerd's own lists are read
     stats = client.call_async("ListContainerStats")
-    logs = container_logs(walker, client, opts["pod_logs_dir"])
+    api = inventory = known = None
+    if runtime["name"] == "containerd":
+        api = ContainerdClient(client)
+        inventory = _inventory.read(api)
+        # each CRI container's log path is in its record: no ContainerStatus per container (the CRI for any record without)
+        known = _cri_metadata.log_paths(inventory)
+    logs = container_logs(walker, client, opts["pod_logs_dir"], known)
     root_dev = _dev(opts["kubelet_root_dir"])
     now = time.time_ns()
     # with a split image filesystem (cri-o's imagestore) the writable layers live on the container filesystem
@@ -235,8 +251,6 @@ def run(client, opts, check_mode=False):
         result["warnings"].append("The writable layers are on the container filesystem %s, not on the image filesystem; "
                                   "writable_layers is empty here." % containerfs)
     if runtime["name"] == "containerd":
-        api = ContainerdClient(client)
-        inventory = _inventory.read(api)
         writable = [] if split else writable_layers(stats)
         # the CRI measures its containers' writable layers; the others' (ctr, nerdctl, sandboxes) are snapshots.Usage's
         _inventory.fill_usage(api, inventory, _storage_policy.needs_usage(inventory, {w["id"] for w in writable}))

@@ -54,6 +54,7 @@ class _LogsCri:
         self.pods = [NS(id="s1", metadata=NS(namespace="ns", name="web", uid="u1")), NS(id="s2", metadata=NS(namespace="ns", name="old", uid="u2"))]
         self.containers = [NS(id="c1", pod_sandbox_id="s1"), NS(id="c2", pod_sandbox_id="s2")]
         self.paths = {"c1": str(elsewhere / "ns_web_u1" / "app" / "0.log"), "c2": ""}
+        self.asked = []  # the containers ContainerStatus was asked about
 
     def list_pod_sandbox(self):
         return self.pods
@@ -63,6 +64,7 @@ class _LogsCri:
 
     def call_async(self, method, container_id):
         assert method == "ContainerStatus"
+        self.asked.append(container_id)
         status = self.NS(status=self.NS(log_path=self.paths[container_id]))
         return self.NS(result=lambda: status)
 
@@ -80,6 +82,26 @@ def test_logs_are_found_at_the_cris_log_paths_and_pod_logs_dir_is_the_fallback(t
     assert sorted(i["id"] for i in found) == ["ns_old_u2", "ns_web_u1"]
     assert logs["ns_web_u1"]["bytes"] >= 40960 and logs["ns_web_u1"]["name"] == "web"
     assert 8192 <= logs["ns_old_u2"]["bytes"] < 40960
+
+
+def test_log_paths_known_from_containerds_records_ask_the_cri_for_the_others_only(tmp_path):
+    elsewhere, fallback = tmp_path / "elsewhere", tmp_path / "pods"
+    (elsewhere / "ns_web_u1" / "app").mkdir(parents=True)
+    (elsewhere / "ns_web_u1" / "app" / "0.log").write_bytes(b"x" * 40960)
+    fallback.mkdir()
+    cri = _LogsCri(elsewhere)
+    known = {"c1": str(elsewhere / "ns_web_u1" / "app" / "0.log")}
+    with_records = _disk_usage.log_dirs(cri, known)
+    assert cri.asked == ["c2"]  # the one container no record gives a path for
+    cri.asked = []
+    assert with_records == _disk_usage.log_dirs(cri) and cri.asked == ["c1", "c2"]
+    cri.asked = []
+    # a record of a container the CRI does not list (ctr's, or removed since) names no pod
+    assert _disk_usage.log_dirs(cri, dict(known, c9=str(tmp_path / "y" / "0.log"))) == with_records
+    assert cri.asked == ["c2"]
+    cri.asked = []
+    found = _disk_usage.container_logs(_disk_usage.Walker(100), cri, str(fallback), known)
+    assert [(i["id"], i["bytes"] >= 40960) for i in found] == [("ns_web_u1", True)]
 
 
 def test_walker_stops_and_says_where(tmp_path):
