@@ -11,7 +11,10 @@ One run, one runtime (containerd 1.6 by default), a fresh set of N small images 
 2. ``crictl rmi --prune`` (../shared/runtimes/crictl beside the repository, else crictl on PATH) and
    image_gc prune, in-module (node read, ledger, plan, pipelined removals with container re-lists),
    one after the other ``--repeat`` times: the medians, and the median of the rounds' ratios, measured in the
-   same run (other work on the machine slows both alike);
+   same run (other work on the machine slows both alike). Where image_gc takes containerd's images API, each round
+   also times that path's floor on a third set: the same Delete calls for every record of every image, all in
+   flight, then the one synchronous collection, with no reading, planning, ledger or re-list; its ratio to crictl
+   is the least image_gc can reach on that runtime through that API;
 3. image_gc prune, the whole ``ansible localhost -m kubenode.gc.image_gc`` command;
 4. a threshold pass that must remove N/2 images whose layers are all their own (high 1 %, low 0 %,
    max_removals N/2, measured stop after each batch), against crictl pruning N/2 images of the same kind.
@@ -40,6 +43,8 @@ from devtools import runtimes  # noqa: E402  pylint: disable=wrong-import-positi
 from devtools.images import ImageSpec  # noqa: E402  pylint: disable=wrong-import-position
 
 from ansible_collections.kubenode.gc.plugins.module_utils._common import params_for  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import CRI_NAMESPACE, ContainerdClient  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._snapshot import read_images, read_node  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
 from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
 from ansible_collections.kubenode.gc.plugins.modules import image_gc  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
 
@@ -65,15 +70,53 @@ def removal_path(calls):
     return "containerd images API + one collection" if calls.get("containerd.images.Delete") else "CRI RemoveImage"
 
 
+def native_path(rt, n):
+    """Whether image_gc removes a pass of ``n`` images through containerd's images API on this runtime."""
+    client = type(rt.client)(rt.endpoint)
+    try:
+        runtime = read_node(client, ("runtime",))["runtime"]
+    finally:
+        client.close()
+    return n >= _image_gc.NATIVE_MIN_IMAGES and _image_gc.native_removal(runtime)
+
+
+def native_floor(rt, ids):
+    """Seconds the native path's floor takes on the images ``ids``: a Delete for every record of every image, all in
+    flight at once, then one synchronous collection (no read, plan, ledger or container re-list). Then, untimed, a wait
+    until the CRI lists none of them, so that the next set's run does not see them."""
+    client = type(rt.client)(rt.endpoint)
+    try:
+        wanted = set(ids)
+        names = [name for img in read_images(client) if img["id"] in wanted for name in _image_gc.record_names(img)]
+        api = ContainerdClient(client)
+
+        def remove():
+            for fut in [api.delete_image_async(CRI_NAMESPACE, name) for name in names]:
+                fut.result()
+            api.collect_garbage(CRI_NAMESPACE, _image_gc.NATIVE_LEASE_PREFIX)
+
+        seconds = timed(remove)[0]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and {img["id"] for img in read_images(client)} & wanted:
+            time.sleep(0.05)
+        return seconds
+    finally:
+        client.close()
+
+
 def prune_rounds(rt, crictl, n, repeat, tmp, extra):
-    """``repeat`` rounds of crictl rmi --prune then image_gc prune in-module, each on a fresh set of ``n`` images:
-    {"crictl": [s], "module": [s], "ratios": [module / crictl], "removed": int, "calls": {rpc: n}} (calls of the last round)."""
+    """``repeat`` rounds of crictl rmi --prune, the native path's floor (where image_gc takes it) and image_gc prune
+    in-module, each on a fresh set of ``n`` images: {"crictl": [s], "module": [s], "ratios": [module / crictl],
+    "floor": [s] (native path only), "removed": int, "calls": {rpc: n}} (calls of the last round)."""
     out = {"crictl": [], "module": [], "ratios": []}
+    native = native_path(rt, n)
     for round_ in range(repeat):
         if crictl:
             import_set(rt, "bench-crictl%d" % round_, n)
             out["crictl"].append(timed(lambda: subprocess.run([crictl, "--runtime-endpoint", rt.endpoint, "--image-endpoint", rt.endpoint, "rmi", "--prune"],
                                                               check=True, capture_output=True))[0])
+        if native:
+            out.setdefault("floor", []).append(native_floor(rt, import_set(rt, "bench-floor%d" % round_, n)))
         import_set(rt, "bench-gc%d" % round_, n)
         client = type(rt.client)(rt.endpoint)
         opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, mode="prune", min_age="0s",
@@ -97,6 +140,16 @@ def print_rounds(rounds, n, crictl):
     if crictl:
         print("image_gc prune / crictl, same run: %5.2f  median of the rounds' ratios %s (target <= 1; <= 0.5 on containerd's images API)" % (
             statistics.median(rounds["ratios"]), _list(rounds["ratios"])))
+    if rounds.get("floor"):
+        print("native floor, Deletes + 1 GC     : %7.2f s  median of %s (every record's Delete in flight, one collection)" % (
+            statistics.median(rounds["floor"]), _list(rounds["floor"])))
+        if crictl:
+            floor_ratios = [f / c for f, c in zip(rounds["floor"], rounds["crictl"])]
+            print("native floor / crictl, same run  : %5.2f  median of %s (the least image_gc can reach through that API)" % (
+                statistics.median(floor_ratios), _list(floor_ratios)))
+        module_ratios = [m / f for m, f in zip(rounds["module"], rounds["floor"])]
+        print("image_gc prune / native floor    : %5.2f  median of %s (image_gc's own cost above the API's)" % (
+            statistics.median(module_ratios), _list(module_ratios)))
 
 
 def _list(values):
