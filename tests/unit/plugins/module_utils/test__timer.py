@@ -3,7 +3,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The gc_timer runner: the code the role ships is the whole import closure and needs no Ansible; its configuration checks."""
 
-import ast
 import io
 import json
 import os
@@ -15,33 +14,23 @@ import pytest
 import yaml
 
 from ansible_collections.kubenode.gc.plugins.module_utils.gc import _timer
+from tests.unit.plugins.module_utils.test_layout import graph
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 MODULE_UTILS = os.path.join(REPO, "plugins", "module_utils")
-PREFIX = "ansible_collections.kubenode.gc.plugins.module_utils"
 ROLE = os.path.join(REPO, "roles", "gc_timer")
 
 
-def closure(start="gc/_timer"):
+def closure(start="gc._timer"):
+    """The files of ``start`` and of every module_utils module it imports, directly or not (test_layout's import graph)."""
+    deps = graph()
     seen, todo = set(), [start]
     while todo:
         name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        with open(os.path.join(MODULE_UTILS, name + ".py")) as f:
-            tree = ast.parse(f.read())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module == PREFIX:
-                todo += [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PREFIX + "."):
-                # a module (from PREFIX._x import name), or a package's modules (from PREFIX._pkg import _mod)
-                path = node.module[len(PREFIX) + 1:].replace(".", "/")
-                if os.path.isdir(os.path.join(MODULE_UTILS, path)):
-                    todo += [path + "/" + a.name for a in node.names]
-                else:
-                    todo.append(path)
-    return sorted(n + ".py" for n in seen)
+        if name not in seen:
+            seen.add(name)
+            todo += deps[name]
+    return sorted(n.replace(".", "/") + ".py" for n in seen)
 
 
 def role_list():
