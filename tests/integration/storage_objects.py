@@ -106,7 +106,7 @@ def create_all(runtime, logs_dir):
         created[name] = used_bytes(mountpoint) - before
         return value
 
-    step("k8s_image", runtime.import_images, [ImageSpec("registry.k8s.io/storage-k8s:1", size=SIZES["k8s_image"])])
+    step("k8s_image", runtime.pull_images, [ImageSpec("registry.k8s.io/storage-k8s:1", size=SIZES["k8s_image"])])
     sandbox = runtime.run_pod("storage", namespace="storage-ns")
     command = ["/bin/sh", "-c", "dd if=/dev/urandom of=/writable bs=1048576 count=%d 2>/dev/null; exec sleep 2147483647"
                % (SIZES["writable"] // MIB)]
