@@ -37,8 +37,6 @@ from ansible_collections.kubenode.gc.plugins.module_utils.storage import _storag
 CRIO_WARNING = ("storage_gc does not act on %s: containers/storage has no API to free its storage safely while the runtime "
                 "runs; drain the node, stop the kubelet and cri-o, run 'crio wipe' and start them again.")
 SYNC_LEASE_PREFIX = "kubenode-gc-storage-gc-"
-# the plan's steps the module carries out itself; the others are what containerd's collection then frees
-ACTION_KINDS = _storage_policy.ROOT_KINDS + (_storage_policy.RELEASE_KIND,)
 
 
 def options(params):
@@ -122,7 +120,9 @@ def _run_locked(client, opts, check_mode, result, line):
         return
     before = _used(imagefs["mountpoint"])
     result["already_gone"] = []
-    actions = [s for s in steps if s["kind"] in ACTION_KINDS]
+    # the steps the module carries out itself; the others (``collected``) are what containerd's collection then frees,
+    # a lease, ingest or image among them too: the module never removes those itself
+    actions = [s for s in steps if not s.get(_storage_policy.COLLECTED)]
     for step in actions:
         try:
             _free(api, step, inventory, line)
@@ -140,7 +140,7 @@ def _run_locked(client, opts, check_mode, result, line):
     # what containerd's collection really removed: the planned objects no longer listed
     left = _storage_policy.present(_inventory.read(api))
     for step in steps:
-        if step["kind"] in ACTION_KINDS:
+        if not step.get(_storage_policy.COLLECTED):
             continue
         if _key(step) in left:
             result["warnings"].append("containerd's garbage collection kept %s %s in namespace %s, which the plan expected it to free."

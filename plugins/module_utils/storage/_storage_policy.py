@@ -47,6 +47,8 @@ ROOT_KINDS = ("ingest", "lease", "image")
 RELEASE_KIND = "gc_root"
 COLLECTED_KINDS = ("content", "snapshot")
 PLAN_KINDS = ROOT_KINDS + (RELEASE_KIND,) + COLLECTED_KINDS
+# the key marking a plan step as containerd's collection's (not the module's); internal, not in the module's result
+COLLECTED = "collected"
 
 
 def image_groups(ns):
@@ -296,7 +298,7 @@ def _step(kind, node, size):
 
 
 def collection(inventory, now_ns, line, removed):
-    """What containerd's collection frees once the roots ``removed`` (nodes) are gone: plan steps, blobs first."""
+    """What containerd's collection frees once the roots ``removed`` (nodes) are gone: plan steps marked ``COLLECTED``, blobs first."""
     going = gc.collected(inventory, now_ns, line, removed)
     gone = set(going)
     holders = {}
@@ -316,7 +318,7 @@ def collection(inventory, now_ns, line, removed):
             size = offsets.get(node[1:], 0)
         else:
             size = 0
-        steps.append(_step(node[0], node, size))
+        steps.append(dict(_step(node[0], node, size), **{COLLECTED: True}))
     return steps
 
 
