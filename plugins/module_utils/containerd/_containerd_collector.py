@@ -64,6 +64,8 @@ BREF_IMAGE = "containerd.io/gc.bref.image"
 BREF_SNAPSHOT = "containerd.io/gc.bref.snapshot."
 COND_SNAPSHOT = "containerd.io/gc.cond.snapshot"
 COND_VALUE_USEDAT = "containerd.io/gc.cond.value-usedat"
+_GC_REF = "containerd.io/gc.ref."
+_GC_BREF = "containerd.io/gc.bref."
 GC_ROOT = "containerd.io/gc.root"
 GC_EXPIRE = "containerd.io/gc.expire"
 GC_FLAT = "containerd.io/gc.flat"
@@ -277,6 +279,7 @@ class Collector:
         self._index = {ns: ({i["name"]: i for i in rec["images"]}, {i["ref"]: i for i in rec["ingests"]},
                             {c["id"]: c for c in rec["containers"]}) for ns, rec in inventory.items()}
         self.back_refs = {}
+        self._refs = {}  # (node, flat) -> its references: a node is reached from many (every container of an image)
         self.roots = self._scan_roots()
 
     # -- labels ---------------------------------------------------------------------------------------------------------
@@ -284,8 +287,9 @@ class Collector:
     def forward(self, ns, labels):
         """The nodes the reference labels (gc.ref.*) of an object name."""
         out = []
-        for key in sorted(labels):
-            value = labels[key]
+        for key, value in labels.items():
+            if not key.startswith(_GC_REF):
+                continue
             if _named(key, REF_CONTENT):
                 out.append(("content", ns, value))
             elif key.startswith(REF_SNAPSHOT):
@@ -299,8 +303,9 @@ class Collector:
         out = []
         if not self.brefs:
             return out
-        for key in sorted(labels):
-            value = labels[key]
+        for key, value in labels.items():
+            if not key.startswith(_GC_BREF):
+                continue
             if _named(key, BREF_CONTAINER):
                 out.append(("container", ns, value))
             elif _named(key, BREF_CONTENT):
@@ -317,6 +322,14 @@ class Collector:
     def _bref(self, ns, labels, holder):
         for target in self.backward(ns, labels):
             self.back_refs.setdefault(target, []).append(holder)
+
+    def _root_count(self, labels):
+        """How many times scanRoots sends a blob or snapshot as a root for its labels (from 2.2 once per gc.root* key)."""
+        if not self.gc_roots:
+            return 0
+        if self.brefs:
+            return sum(1 for k in labels if k.startswith(GC_ROOT))
+        return 1 if GC_ROOT in labels else 0
 
     # -- scanRoots -----------------------------------------------------------------------------------------------------
 
@@ -356,8 +369,7 @@ class Collector:
                 node = ("content", ns, digest)
                 labels = rec["content"][digest]["labels"]
                 self._bref(ns, labels, node)
-                if self.gc_roots:
-                    roots += [(node, False)] * len(self.root_keys(labels))
+                roots += [(node, False)] * self._root_count(labels)
                 if self.conds:
                     self._conditional(conditional, ns, labels, node)
             for c in sorted(rec["containers"], key=lambda item: item["id"]):
@@ -370,10 +382,9 @@ class Collector:
                 node = ("snapshot", ns) + ref
                 labels = rec["snapshots"][ref]["labels"]
                 self._bref(ns, labels, node)
-                if self.gc_roots:
-                    roots += [(node, False)] * len(self.root_keys(labels))
+                roots += [(node, False)] * self._root_count(labels)
                 if self.conds:
-                    values = [parse_rfc3339(labels[k]) for k in sorted(labels) if k.startswith(COND_VALUE_USEDAT)]
+                    values = [parse_rfc3339(v) for k, v in labels.items() if k.startswith(COND_VALUE_USEDAT)]
                     conditional.setdefault(node, ([], []))[1].extend(v for v in values if v is not None)
             if self.line != "1.6":  # the sandbox store came with 1.7
                 for sb in sorted(rec.get("sandboxes", ()), key=lambda item: item["id"]):
@@ -388,9 +399,9 @@ class Collector:
         return roots
 
     def _conditional(self, conditional, ns, labels, holder):
-        for key in sorted(labels):
+        for key, value in labels.items():
             if key.startswith(COND_SNAPSHOT):
-                for snapshotter, target, op, duration in _conditions(key, labels[key]):
+                for snapshotter, target, op, duration in _conditions(key, value):
                     conditional.setdefault(("snapshot", ns, snapshotter, target), ([], []))[0].append((holder, op, duration))
 
     def _ingest_expiry(self, ing, held):
@@ -414,6 +425,12 @@ class Collector:
     def references(self, node, flat=False):
         """The (node, flat) pairs ``node`` references: its back references first (2.2+, never from a flat node), then
         what the object names; nothing more for an object that does not exist (a dead edge)."""
+        cached = self._refs.get((node, flat))
+        if cached is None:
+            cached = self._refs[(node, flat)] = self._references(node, flat)
+        return cached
+
+    def _references(self, node, flat):
         out = [] if flat else [(n, False) for n in self.back_refs.get(node, ())]
         kind, ns = node[0], node[1]
         if ns not in self.inventory:

@@ -127,9 +127,9 @@ def test_an_ingest_whose_expiry_the_api_does_not_show():
 def test_back_references_keep_an_object_while_what_it_names_is_kept(line):
     kept = line >= "2.2"
     c = {"id": "ctr", "image": "", "snapshotter": "", "snapshot_key": "", "labels": {}}
-    inv = ns(images=[("img", "m")], content={"m": blob(1), "to-image": blob(1, **{"containerd.io/gc.bref.image": "img"}),
-                                              "to-ctr": blob(1, **{"containerd.io/gc.bref.container.x": "ctr"}),
-                                              "to-blob": blob(1, **{"containerd.io/gc.bref.content/y": "m"})},
+    content = {"m": blob(1), "to-image": blob(1, **{"containerd.io/gc.bref.image": "img"}),
+               "to-ctr": blob(1, **{"containerd.io/gc.bref.container.x": "ctr"}), "to-blob": blob(1, **{"containerd.io/gc.bref.content/y": "m"})}
+    inv = ns(images=[("img", "m")], content=content,
              snapshots=chain(**{"containerd.io/gc.bref.snapshot.overlayfs/z": "other"}),
              containers=[c])
     inv["snapshots"][(SN, "other")] = snap(1, **{G.GC_ROOT: "t"})

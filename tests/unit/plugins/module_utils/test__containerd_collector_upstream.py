@@ -101,8 +101,8 @@ def add_ingest(ns, ref, expected, expires_ns):
 
 
 def add_snapshot(ns, snapshotter, name, parent, labels):
-    return lambda inv: _ns(inv, ns)["snapshots"].__setitem__((snapshotter, name), {"parent": parent, "kind": 3, "labels": dict(labels or {}),
-                                                                                    "created_ns": BUILT, "size": 1})
+    record = {"parent": parent, "kind": 3, "labels": dict(labels or {}), "created_ns": BUILT, "size": 1}
+    return lambda inv: _ns(inv, ns)["snapshots"].__setitem__((snapshotter, name), record)
 
 
 def add_lease(ns, lid, labels):
