@@ -7,7 +7,6 @@ Made with the build's own ``ctr`` (fine in tests; the product never runs it) and
 command (adding a resource to a lease), one hand-encoded call of containerd's leases API.
 """
 
-import contextlib
 import hashlib
 import os
 import random
