@@ -4,7 +4,7 @@
 """Benchmark (not a test): image_gc's removals against crictl and the raw RPC floor, on a real runtime.
 
     python -m benchmarks.image_gc_prune [--images 500] [--repeat 3] [--parallelism N] [--short] [--cri]
-                                        [--runtime containerd-1.6|containerd-1.7|containerd-2|crio]
+                                        [--runtime containerd-1.6|containerd-1.7|containerd-2.1|crio]
 
 One run, one runtime (containerd 1.6 by default), a fresh set of N small images for each line:
 1. raw sequential RemoveImage, one call at a time (the kubelet's way), timing only the calls;

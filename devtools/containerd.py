@@ -62,6 +62,8 @@ CONFIG = "version = 2\n" + COMMON + """
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{hosts_dir}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{workdir}/cni/bin"
     conf_dir = "{workdir}/cni/conf.d"
@@ -72,6 +74,8 @@ CONFIG_V3 = "version = 3\n" + COMMON + """
   snapshotter = "{snapshotter}"
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = "{sandbox_image}"
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = "{hosts_dir}"
 
 [plugins."io.containerd.cri.v1.runtime"]
   restrict_oom_score_adj = true
@@ -138,8 +142,14 @@ class EmbeddedContainerd(EmbeddedRuntime):
                     workdir=self.workdir,
                     sandbox_image=self.sandbox_image,
                     snapshotter=SNAPSHOTTER,
+                    hosts_dir=self.hosts_dir(),
                 )
             )
+
+    def hosts_dir(self):
+        """containerd's registry hosts directory (``config_path``): every upstream host mirrored by the harness's
+        registry (``devtools.registry``)."""
+        return self.registry.containerd_hosts_dir(os.path.join(self.workdir, "certs.d"))
 
     def command(self):
         flags = ["--root", self.root, "--state", self.state] if self.root_state_flags else []
@@ -181,9 +191,11 @@ class EmbeddedContainerd(EmbeddedRuntime):
         return out.stdout
 
     def image_refs(self):
-        # ctr lists every image name: the tags, and the "sha256:<id>" name the CRI plugin adds
+        # ctr lists every image name: the tags, the "sha256:<id>" name the CRI plugin adds and, for a pulled image, the
+        # repo digest ("name@sha256:<manifest>") the pull recorded
         refs = set(self.ctr("images", "ls", "-q").split())
-        return {"ids": {r for r in refs if r.startswith("sha256:")}, "tags": {r for r in refs if not r.startswith("sha256:")}}
+        return {"ids": {r for r in refs if r.startswith("sha256:")}, "digests": {r for r in refs if "@" in r},
+                "tags": {r for r in refs if not r.startswith("sha256:") and "@" not in r}}
 
     def container_ids(self):
         return set(self.ctr("containers", "ls", "-q").split())

@@ -23,3 +23,7 @@ class DevCriClient(CriClient):
 
     def remove_image(self, image):
         self.call("RemoveImage", image={"image": image})
+
+    def pull_image(self, image, sandbox_config=None):
+        """PullImage as the kubelet calls it (no credentials); returns the image_ref the runtime answers (its id)."""
+        return self.call("PullImage", image={"image": image}, sandbox_config=sandbox_config or {}).image_ref

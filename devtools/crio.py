@@ -131,7 +131,7 @@ class EmbeddedCrio(EmbeddedRuntime):
         return {self.root: self.imagefs_size}
 
     def write_config(self):
-        for d in ("exits", "attach", "ns", "runc", "cni", self.runroot, self.dropin_dir):
+        for d in ("exits", "attach", "ns", "runc", "cni", "registries.conf.d", self.runroot, self.dropin_dir):
             os.makedirs(os.path.join(self.workdir, d), exist_ok=True)
         fields = dict(
             root=self.root,
@@ -164,6 +164,10 @@ class EmbeddedCrio(EmbeddedRuntime):
             "--default-mounts-file", os.path.join(self.workdir, "mounts.conf"),
             "--cdi-spec-dirs", os.path.join(self.workdir, "cdi"),
             "--disable-hostport-mapping",
+            # cri-o's (hidden) flags for containers-registries.conf(5) and its drop-in directory: every upstream host
+            # mirrored by the harness's registry (devtools.registry), nothing of the host's /etc/containers
+            "--registries-conf", self.registry.registries_conf(os.path.join(self.workdir, "registries.conf")),
+            "--registries-conf-dir", os.path.join(self.workdir, "registries.conf.d"),
         ]  # fmt: skip
 
     def daemon_env(self):
@@ -236,6 +240,9 @@ class EmbeddedCrio(EmbeddedRuntime):
         # a container names its image fully qualified, as pod specs for cri-o nodes do; and it
         # wants the name the user gave (for signature policies) as the kubelet sends it
         return {"image": _qualified(image), "user_specified_image": _qualified(image)}
+
+    def pull_ref(self, tag):
+        return _qualified(tag)
 
     def volume_image(self, image):
         # cri-o verifies the signature policy of a mounted image against the name the user gave

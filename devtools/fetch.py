@@ -4,13 +4,18 @@
 """Where the runtimes of the test matrix come from, fetched into a cache when missing.
 
 * containerd 1.6: Debian 12's ``containerd`` package (scripts/setup.sh installs it);
-* containerd 1.7 and 2.x: Debian trixie's and sid's ``containerd`` packages, fetched with a
-  private apt configuration (own sources list naming the host's Debian mirror with suite
-  trixie/sid, own state and cache directories, an empty dpkg status) by ``apt-get download``
-  and unpacked with ``dpkg -x`` into ``.cache/runtimes/containerd-<version>/``.  The host's
-  apt sources, lists and caches are never touched.  Their binaries run on Debian 12;
-* cri-o: prebuilt binaries in ``$KUBENODE_GC_CRIO_DIR``, by default ``../shared/runtimes``
-  next to this checkout (conmon, runc and skopeo come from Debian 12's packages).
+* containerd 1.7 and 2.1: Debian trixie's and sid's ``containerd`` packages, fetched with a
+  private apt configuration (own sources list naming the Debian archive the host's own apt
+  sources name, with suite trixie/sid, own state and cache directories, an empty dpkg status)
+  by ``apt-get download`` and unpacked with ``dpkg -x`` into
+  ``.cache/runtimes/containerd-<version>/``.  The host's apt sources, lists and caches are
+  never touched.  Their binaries run on Debian 12;
+* containerd 2.2 and 2.3 (no Debian package): prebuilt ``containerd``, ``ctr`` and
+  ``containerd-shim-runc-v2`` in ``containerd-2.2/`` and ``containerd-2.3/`` of the shared
+  runtimes directory (``$KUBENODE_GC_SHARED_RUNTIMES``, by default ``../shared/runtimes``
+  next to this checkout);
+* cri-o: prebuilt binaries in ``$KUBENODE_GC_CRIO_DIR``, by default the shared runtimes
+  directory (conmon, runc and skopeo come from Debian 12's packages).
 
 ``python -m devtools.fetch`` fetches every containerd build that is missing (the set-up
 command runs it) and prints what the matrix will use.
@@ -29,16 +34,23 @@ from .collection import REPO
 
 CACHE = os.environ.get("KUBENODE_GC_RUNTIME_CACHE") or os.path.join(REPO, ".cache", "runtimes")
 CRIO_DIR_ENV = "KUBENODE_GC_CRIO_DIR"
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
+SHARED_RUNTIMES_ENV = "KUBENODE_GC_SHARED_RUNTIMES"
 DEFAULT_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 
 # release line -> Debian suite whose containerd package is that line
-CONTAINERD_SUITES = {"1.7": "trixie", "2": "sid"}
+CONTAINERD_SUITES = {"1.7": "trixie", "2.1": "sid"}
+# release lines with no Debian package: prebuilt in the shared runtimes directory, <dir>/containerd-<line>/
+CONTAINERD_PREBUILT = ("2.2", "2.3")
+
+
+def shared_runtimes_dir():
+    """The directory of prebuilt runtimes: $KUBENODE_GC_SHARED_RUNTIMES, else ../shared/runtimes next to the checkout."""
+    return os.environ.get(SHARED_RUNTIMES_ENV) or os.path.join(os.path.dirname(REPO), "shared", "runtimes")
 
 
 def crio_search_dir():
-    """Where cri-o's binaries are looked for: $KUBENODE_GC_CRIO_DIR, else ../shared/runtimes next to the checkout."""
-    return os.environ.get(CRIO_DIR_ENV) or os.path.join(os.path.dirname(REPO), "shared", "runtimes")
+    """Where cri-o's binaries are looked for: $KUBENODE_GC_CRIO_DIR, else the shared runtimes directory."""
+    return os.environ.get(CRIO_DIR_ENV) or shared_runtimes_dir()
 
 
 def crio_dir():
@@ -49,8 +61,12 @@ def crio_dir():
     return None
 
 
+class NoMirror(RuntimeError):
+    """The host's apt sources name no Debian archive."""
+
+
 def host_mirror(paths=None):
-    """(URI, keyring) of the host's Debian archive (not -security), as its apt sources name it."""
+    """(URI, keyring) of the host's Debian archive (not -security), as its apt sources name it; NoMirror when none does."""
     paths = paths or sorted(glob.glob("/etc/apt/sources.list.d/*.sources")) + ["/etc/apt/sources.list"] + sorted(glob.glob("/etc/apt/sources.list.d/*.list"))
     for path in paths:
         try:
@@ -75,7 +91,8 @@ def host_mirror(paths=None):
                 if m and "debian" in m.group(2) and "security" not in m.group(2) and not m.group(3).endswith("-security"):
                     keyring = re.search(r"signed-by=(\S+)", m.group(1) or "")
                     return m.group(2), keyring.group(1) if keyring else DEFAULT_KEYRING
-    return DEFAULT_MIRROR, DEFAULT_KEYRING
+    raise NoMirror("the host's apt sources (%s) name no Debian archive to fetch containerd from: add one, or set %s to a "
+                   "directory holding the runtimes" % (", ".join(paths), SHARED_RUNTIMES_ENV))
 
 
 def upstream_version(debian_version):
@@ -144,10 +161,21 @@ def fetch_containerd(line, log=sys.stderr):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def prebuilt_containerd_dir(line):
+    """<shared runtimes>/containerd-<line> when it holds containerd, ctr and the runc shim, else None."""
+    path = os.path.join(shared_runtimes_dir(), "containerd-%s" % line)
+    if all(os.access(os.path.join(path, b), os.X_OK) for b in ("containerd", "ctr", "containerd-shim-runc-v2")):
+        return os.path.realpath(path)
+    return None
+
+
 def containerd_bin_dir(line, fetch=True):
-    """Directory with containerd, ctr and the runc shim of ``line``; None means Debian 12's own (on PATH)."""
+    """Directory with containerd, ctr and the runc shim of ``line``; None means Debian 12's own (on PATH), or, for a
+    prebuilt line, that the shared runtimes directory does not hold it."""
     if line == "1.6":
         return None
+    if line in CONTAINERD_PREBUILT:
+        return prebuilt_containerd_dir(line)
     found = _cached(line)
     if found or not fetch:
         return found
@@ -158,20 +186,35 @@ def containerd_bin_dir(line, fetch=True):
 
 
 def main(argv=None):
-    """Fetch the runtimes named in ``argv`` (containerd-1.7, containerd-2; containerd-1.6 and crio need no fetch), every
-    one without arguments (scripts/setup.sh for the tests; the demo names only the runtime it runs)."""
+    """Fetch the runtimes named in ``argv`` (containerd-1.7, containerd-2.1; the others need no fetch), every one without
+    arguments (scripts/setup.sh for the tests; the demo names only the runtime it runs), and say where each comes from;
+    ``--mirror`` alone prints the host's Debian archive instead."""
     names = sys.argv[1:] if argv is None else argv
-    unknown = [n for n in names if n not in ("containerd-1.6", "crio") and n.split("-", 1)[-1] not in CONTAINERD_SUITES]
-    if unknown:
-        print("unknown runtime %s (containerd-1.6, containerd-1.7, containerd-2 or crio)" % unknown[0], file=sys.stderr)
-        return 2
-    lines = [line for line in CONTAINERD_SUITES if not names or "containerd-" + line in names]
-    for line in lines:
-        print("containerd %-4s %s" % (line, containerd_bin_dir(line)))
-    if names and "crio" not in names:
+    if names == ["--mirror"]:  # the Debian archive the host's apt sources name (debootstrap in the build scripts)
+        try:
+            print(host_mirror()[0])
+        except NoMirror as exc:
+            print(str(exc), file=sys.stderr)
+            return 1
         return 0
-    found = crio_dir()
-    print("cri-o          %s" % (found or "NOT FOUND (set %s or provide ../shared/runtimes): cri-o will not be tested" % CRIO_DIR_ENV))
+    known = ["containerd-1.6"] + ["containerd-" + line for line in list(CONTAINERD_SUITES) + list(CONTAINERD_PREBUILT)] + ["crio", "cri-dockerd"]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        print("unknown runtime %s (one of %s)" % (unknown[0], ", ".join(known)), file=sys.stderr)
+        return 2
+    try:
+        for line in CONTAINERD_SUITES:
+            if not names or "containerd-" + line in names:
+                print("containerd %-4s %s" % (line, containerd_bin_dir(line)))
+    except NoMirror as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    for line in CONTAINERD_PREBUILT:
+        if not names or "containerd-" + line in names:
+            print("containerd %-4s %s" % (line, containerd_bin_dir(line) or "NOT FOUND in %s: containerd %s will not be tested" % (shared_runtimes_dir(), line)))
+    if not names or "crio" in names:
+        found = crio_dir()
+        print("cri-o          %s" % (found or "NOT FOUND (set %s or provide ../shared/runtimes): cri-o will not be tested" % CRIO_DIR_ENV))
     return 0
 
 

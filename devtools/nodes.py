@@ -35,7 +35,7 @@ REPO = os.path.dirname(HERE)
 BUILD_SCRIPT = os.path.join(REPO, "tests", "node-image", "build.sh")
 LABEL = "kubenode-gc-test"
 # the runtimes node images exist for (tests/node-image/build.sh), named as in devtools.runtimes
-RUNTIMES = ("containerd-1.6", "containerd-1.7", "containerd-2", "crio")
+RUNTIMES = ("containerd-1.6", "containerd-1.7", "containerd-2.1", "crio")
 DEFAULT_RUNTIME = "containerd-1.6"
 
 # What a node container needs to run systemd, containerd and runc pods without
@@ -83,7 +83,7 @@ def node_images(runtimes=(DEFAULT_RUNTIME,)):
     runtimes = list(runtimes)
     env = dict(os.environ)
     for runtime in runtimes:
-        if runtime in ("containerd-1.7", "containerd-2"):
+        if runtime in ("containerd-1.7", "containerd-2.1"):
             env["KUBENODE_GC_NODE_" + runtime.upper().replace("-", "_").replace(".", "_")] = containerd_bin_dir(runtime.split("-", 1)[1])
     ensure_dockerd()
     out = subprocess.run(["bash", BUILD_SCRIPT] + runtimes, capture_output=True, text=True, check=False, env=env)

@@ -21,6 +21,7 @@ Subclasses say how to write their config (``write_config``), the daemon's comman
 (``load_archive``).
 """
 
+import concurrent.futures
 import json
 import os
 import shutil
@@ -29,6 +30,7 @@ import subprocess
 import tempfile
 import time
 
+from . import registry
 from .cri import DevCriClient
 from .images import ImageSpec, build_archive
 
@@ -118,7 +120,7 @@ class EmbeddedRuntime:
     """One CRI runtime process with its own root (a tmpfs of ``imagefs_size``), state and socket."""
 
     kind = None  # "containerd" or "cri-o": the runtime_name it reports over CRI
-    name = None  # the harness name, e.g. "containerd-2"
+    name = None  # the harness name, e.g. "containerd-2.1"
     daemon = None  # name of the daemon in messages
     socket_name = "cri.sock"
 
@@ -137,6 +139,7 @@ class EmbeddedRuntime:
         self.pod_logs = os.path.join(self.workdir, "pod-logs")
         self.pid = None
         self._client = None
+        self._registry = None
 
     # -- what a runtime must say -----------------------------------------------
 
@@ -226,7 +229,7 @@ class EmbeddedRuntime:
         self.prepare()
         try:
             self.launch(timeout)
-            self.import_images([ImageSpec(self.sandbox_image, entrypoint=["/bin/sleep", "2147483647"])])
+            self.seed_sandbox_image()
         except BaseException:
             self.stop()
             raise
@@ -328,6 +331,50 @@ class EmbeddedRuntime:
         return self._client
 
     # -- images ------------------------------------------------------------
+
+    def seed_sandbox_image(self):
+        """Put the sandbox (pause) image on the runtime as a node gets it: pulled through the CRI."""
+        self.pull_images([ImageSpec(self.sandbox_image, entrypoint=["/bin/sleep", "2147483647"])])
+
+    @property
+    def registry(self):
+        """The registry this runtime pulls from (``devtools.registry.shared()``, started on first use)."""
+        if self._registry is None:
+            self._registry = registry.shared()
+        return self._registry
+
+    def pull_images(self, specs, parallel=4):
+        """Build ``specs`` (ImageSpec list), push them to the harness's registry and pull every tag through the CRI's
+        PullImage, as the kubelet does; return {first tag: image id as the CRI reports it}.
+
+        The registry keeps what it was given: an image pushed before with the same content is not pushed again."""
+        fd, path = tempfile.mkstemp(prefix="images-", suffix=".tar", dir=self.workdir)
+        os.close(fd)
+        try:
+            ids = build_archive(path, specs)
+            reg = self.registry
+            todo = [(tag, ids[spec.tags[0]]) for spec in specs for tag in spec.tags]
+            with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+                list(pool.map(lambda item: reg.push(path, item[0], item[1]), todo))
+        finally:
+            os.unlink(path)
+        client = self.pull_client()
+        try:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+                list(pool.map(lambda item: client.pull_image(self.pull_ref(item[0])), todo))
+        finally:
+            if client is not self.client:
+                client.close()
+        self.wait_for_images([tag for spec in specs for tag in spec.tags])
+        return {tag: self.image_id(digest) for tag, digest in ids.items()}
+
+    def pull_client(self):
+        """The CRI client pulls go through (a pull of many layers may take longer than one list call)."""
+        return DevCriClient(self.endpoint, timeout=120)
+
+    def pull_ref(self, tag):
+        """The reference the kubelet would send for ``tag`` (its name as the pod spec gives it)."""
+        return tag
 
     def import_images(self, specs):
         """Build ``specs`` (ImageSpec list) into one archive and load it; return {first tag: image id as the CRI reports it}."""

@@ -8,7 +8,9 @@ name               test id   what
 =================  ========  ====================================================================
 containerd-1.6     ctrd16    Debian 12's containerd package (on PATH)
 containerd-1.7     ctrd17    Debian trixie's containerd package (1.7.24), see devtools.fetch
-containerd-2       ctrd2     Debian sid's containerd package (2.1.9), see devtools.fetch
+containerd-2.1     ctrd21    Debian sid's containerd package (2.1.9), see devtools.fetch
+containerd-2.2     ctrd22    containerd 2.2.7 from ../shared/runtimes/containerd-2.2 ($KUBENODE_GC_SHARED_RUNTIMES)
+containerd-2.3     ctrd23    containerd 2.3.4 from ../shared/runtimes/containerd-2.3
 crio               crio      cri-o 1.37 from $KUBENODE_GC_CRIO_DIR or ../shared/runtimes
 =================  ========  ====================================================================
 """
@@ -18,28 +20,22 @@ import os
 
 from .containerd import EmbeddedContainerd
 from .crio import EmbeddedCrio
-from .fetch import CRIO_DIR_ENV, containerd_bin_dir, crio_dir  # noqa: F401  pylint: disable=unused-import  # re-exported
+from .fetch import CONTAINERD_PREBUILT, CRIO_DIR_ENV, containerd_bin_dir, crio_dir  # noqa: F401  pylint: disable=unused-import  # re-exported
 
 DEFAULT = "containerd-1.6"
-NAMES = ("containerd-1.6", "containerd-1.7", "containerd-2", "containerd-2.2", "containerd-2.3", "crio")
-TEST_IDS = {"containerd-1.6": "ctrd16", "containerd-1.7": "ctrd17", "containerd-2": "ctrd2", "containerd-2.2": "ctrd22",
+NAMES = ("containerd-1.6", "containerd-1.7", "containerd-2.1", "containerd-2.2", "containerd-2.3", "crio")
+TEST_IDS = {"containerd-1.6": "ctrd16", "containerd-1.7": "ctrd17", "containerd-2.1": "ctrd21", "containerd-2.2": "ctrd22",
             "containerd-2.3": "ctrd23", "crio": "crio"}
-# temporary (issue 40): containerd 2.2 and 2.3 from ../shared/runtimes, until the lead's harness change replaces this
-SHARED_CONTAINERD = {"containerd-2.2": "2.2", "containerd-2.3": "2.3"}
-
-
-def _shared_containerd(name):
-    base = crio_dir()
-    path = os.path.join(base, name) if base else None
-    return path if path and os.path.isfile(os.path.join(path, "containerd")) else None
+CONTAINERD = tuple(n for n in NAMES if n.startswith("containerd-"))
 
 
 def available(name):
-    """True when the runtime can be started here (cri-o needs its binaries; containerd builds are fetched)."""
+    """True when the runtime can be started here (cri-o and the prebuilt containerd lines need their binaries; Debian's
+    containerd builds are fetched)."""
     if name == "crio":
         return crio_dir() is not None
-    if name in SHARED_CONTAINERD:
-        return _shared_containerd(name) is not None
+    if name.startswith("containerd-") and name[len("containerd-"):] in CONTAINERD_PREBUILT:
+        return containerd_bin_dir(name[len("containerd-"):]) is not None
     return name in NAMES
 
 
@@ -47,8 +43,6 @@ def make(name, **kwargs):
     """An unstarted runtime of that name; kwargs go to its constructor (workdir, imagefs_size, ...)."""
     if name == "crio":
         return EmbeddedCrio(**kwargs)
-    if name in SHARED_CONTAINERD:
-        return EmbeddedContainerd(bin_dir=_shared_containerd(name), line=SHARED_CONTAINERD[name], name=name, **kwargs)
     if name.startswith("containerd-") and name in NAMES:
         line = name[len("containerd-"):]
         return EmbeddedContainerd(bin_dir=containerd_bin_dir(line), line=line, name=name, **kwargs)

@@ -42,7 +42,8 @@ VENV=${KUBENODE_GC_VENV:-$ROOT/.venv}
 # on this machine reuses it, so only a machine's first run pays for building it. One run at a time uses it (the lock).
 CACHE=${KUBENODE_GC_MATRIX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubenode-gc/ansible-core}
 OUT=$ROOT/tests/output/matrix
-MIRROR=${KUBENODE_GC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# the Debian archive the host's own apt sources name (no mirror host is written in this repository)
+MIRROR=${KUBENODE_GC_DEBIAN_MIRROR:-$(cd "$ROOT" && /usr/bin/python3 -m devtools.fetch --mirror)}
 JOBS=${KUBENODE_GC_MATRIX_JOBS:-3}
 cd "$ROOT"
 mkdir -p "$CACHE" "$OUT"

@@ -10,7 +10,7 @@
 # kept in ./kubenode-gc-history (KUBENODE_GC_DEMO_HISTORY_DIR), outside the work directory.
 # The set-up installs and fetches only what the chosen runtime needs.
 # KUBENODE_GC_DEMO_RUNTIME picks the runtime: containerd-1.6 (Debian 12's, the
-# default), containerd-1.7 (Debian trixie's), containerd-2 (Debian sid's) or crio
+# default), containerd-1.7 (Debian trixie's), containerd-2.1 (Debian sid's) or crio
 # (cri-o 1.37 from ../shared/runtimes or $KUBENODE_GC_CRIO_DIR).
 # KUBENODE_GC_DEMO_KEEP=1 leaves the runtime running afterwards (stop it with
 # "python -m devtools.cli down --workdir <dir>").

@@ -14,13 +14,14 @@ APT_PACKAGES=(
   python3-grpcio python3-protobuf  # Debian's CRI libraries: one leg of the module tests
   python3-yaml python3-ruamel.yaml python3-tomlkit  # Debian's config-file libraries
   docker.io debootstrap            # node containers for Molecule and the fleet tests
+  docker-registry                  # the registry on the loopback the tests pull every image from (devtools/registry.py)
   git tar util-linux
   shellcheck                       # ansible-test sanity lints the shell scripts with it
   chromium fonts-dejavu-core       # headless browser tests: the audit report (tests/report), the docs site (release checks)
   prometheus                       # promtool check metrics: the audit's node_exporter textfile (tests/integration/test_audit_metrics.py)
 )
 
-# KUBENODE_GC_SETUP_RUNTIMES (space-separated: containerd-1.6 containerd-1.7 containerd-2 crio) limits the set-up to
+# KUBENODE_GC_SETUP_RUNTIMES (space-separated: containerd-1.6 containerd-1.7 containerd-2.1 crio) limits the set-up to
 # what those runtimes need: the demo sets it to the one runtime it runs, so it installs and fetches nothing else
 # (no Docker, debootstrap or Chromium, which only the tests use; no containerd 1.7 or 2.x for containerd 1.6).
 # Unset: everything the tests need.

@@ -20,7 +20,8 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-MIRROR=${KUBENODE_GC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# the Debian archive the host's own apt sources name (no mirror host is written in this repository)
+MIRROR=${KUBENODE_GC_DEBIAN_MIRROR:-$(cd "$ROOT" && /usr/bin/python3 -m devtools.fetch --mirror)}
 VENV=${KUBENODE_GC_VENV:-$ROOT/.venv}
 
 # shellcheck disable=SC2016  # the shim's own expansions, written into the image as they are

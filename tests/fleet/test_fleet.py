@@ -44,7 +44,7 @@ POLICY_VARS = {
     "kubenode_gc_cleanup_image_min_age": "0s",
 }
 NODES = {"node-a": 86, "node-b": 25, "node-c": 84, "node-d": 40}
-RUNTIMES = {"node-a": "crio", "node-b": "containerd-1.6", "node-c": "containerd-2", "node-d": "containerd-1.7"}
+RUNTIMES = {"node-a": "crio", "node-b": "containerd-1.6", "node-c": "containerd-2.1", "node-d": "containerd-1.7"}
 if crio_dir() is None:
     RUNTIMES["node-a"] = "containerd-1.6"
     print("\n!!!! cri-o was NOT tested in the fleet: no ../shared/runtimes and KUBENODE_GC_CRIO_DIR unset !!!!", file=sys.stderr)

@@ -7,7 +7,7 @@ Modules run through ``ansible-playbook`` against localhost, from the collection
 tarball that ``ansible-galaxy collection build`` makes of this checkout.
 
 Every test that uses the ``runtime`` fixture runs on every runtime of the matrix
-(``devtools.runtimes``; test ids ctrd16, ctrd17, ctrd2, crio), one runtime instance
+(``devtools.runtimes``; test ids ctrd16, ctrd17, ctrd21, ctrd22, ctrd23, crio), one runtime instance
 per test module and runtime.  cri-o is in the matrix when its binaries are there
 (``../shared/runtimes`` or ``KUBENODE_GC_CRIO_DIR``); without them the session ends
 with one loud line saying it was not tested.  ``KUBENODE_GC_TEST_RUNTIMES=name,...``
@@ -87,6 +87,14 @@ def pytest_terminal_summary(terminalreporter):
             red=True,
             bold=True,
         )
+    for name in MISSING_RUNTIMES:
+        if name.startswith("containerd-"):
+            terminalreporter.write_line(
+                "!!!!! %s was NOT tested: no prebuilt containerd in %s/%s (set %s to a directory holding it) !!!!!"
+                % (name, fetch.shared_runtimes_dir(), name, fetch.SHARED_RUNTIMES_ENV),
+                red=True,
+                bold=True,
+            )
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -16,16 +16,18 @@ Expect = collections.namedtuple(
         "bare_hex_ids",  # image ids without "sha256:"
         "image_ref",  # a container's image_ref: "id" (the image id) or "digest" (a repo digest)
         "container_filesystems",  # ImageFsInfo also reports container filesystems (split: imagestore)
-        "repo_digests",  # images imported offline have repo digests
+        "repo_digests",  # images pulled through the CRI have repo digests (the harness pulls every image)
         "sandbox_image_in_status",  # the verbose Status info names the sandbox image (else: a sandbox's info, the config)
         "log_at_create",  # a container's log file exists once it is created (cri-o starts conmon then), not only once started
     ],
 )
 
 EXPECT = {
-    "containerd-1.6": Expect("containerd", False, False, "id", False, False, True, False),
-    "containerd-1.7": Expect("containerd", True, False, "id", False, False, True, False),
-    "containerd-2": Expect("containerd", True, False, "id", False, False, False, False),
+    "containerd-1.6": Expect("containerd", False, False, "id", False, True, True, False),
+    "containerd-1.7": Expect("containerd", True, False, "id", False, True, True, False),
+    "containerd-2.1": Expect("containerd", True, False, "id", False, True, False, False),
+    "containerd-2.2": Expect("containerd", True, False, "id", False, True, False, False),
+    "containerd-2.3": Expect("containerd", True, False, "id", False, True, False, False),
     "crio": Expect("cri-o", True, True, "digest", True, True, True, True),
 }
 
@@ -48,6 +50,7 @@ def rpc_calls(runtime, calls, pods):
 # Image volumes (KEP-4639, ContainerConfig.mounts[].image): True where the runtime mounts them and reports
 # them in ContainerStatus.mounts (containerd 2.1+, cri-o); containerd 1.6/1.7 reject such a container at
 # creation (they take the mount for a host path "" and fail "failed to mkdir"). Kept apart from Expect.
-IMAGE_VOLUMES = {"containerd-1.6": False, "containerd-1.7": False, "containerd-2": True, "crio": True}
+IMAGE_VOLUMES = {"containerd-1.6": False, "containerd-1.7": False, "containerd-2.1": True, "containerd-2.2": True, "containerd-2.3": True,
+                 "crio": True}
 # What RemoveImage of an image mounted as a volume does: containerd 2.x removes it (no guard), cri-o refuses
-IMAGE_VOLUME_REMOVAL_REFUSED = {"containerd-2": False, "crio": True}
+IMAGE_VOLUME_REMOVAL_REFUSED = {"containerd-2.1": False, "containerd-2.2": False, "containerd-2.3": False, "crio": True}

@@ -11,12 +11,9 @@ import hashlib
 import os
 import random
 import re
-import shutil
-import socket
 import subprocess
 import tempfile
 import time
-import urllib.request
 
 from devtools.images import ImageSpec, build_archive, go_arch
 
@@ -127,7 +124,7 @@ def create_all(runtime, logs_dir):
         created[name] = used_bytes(mountpoint) - before
         return value
 
-    step("k8s_image", runtime.import_images, [ImageSpec("registry.k8s.io/storage-k8s:1", size=SIZES["k8s_image"])])
+    step("k8s_image", runtime.pull_images, [ImageSpec("registry.k8s.io/storage-k8s:1", size=SIZES["k8s_image"])])
     sandbox = runtime.run_pod("storage", namespace="storage-ns")
     command = ["/bin/sh", "-c", "dd if=/dev/urandom of=/writable bs=1048576 count=%d 2>/dev/null; exec sleep 2147483647"
                % (SIZES["writable"] // MIB)]
@@ -246,82 +243,23 @@ def leased_ingest(runtime, namespace, lease_id, ref, size):
 
 
 def transfer_pull(runtime, namespace, reference, extra=(), snapshotter="overlayfs"):
-    """Pull ``reference`` from a plain-HTTP registry through containerd's transfer service (2.x), storing it under
-    ``extra`` names too, and unpack it: Transfer(TransferRequest{source=1 Any(OCIRegistry{reference=1,
-    resolver=2{default_scheme=4}}), destination=2 Any(ImageStore{name=1, platforms=3, extra_references=6{name=1},
-    unpacks=10{platform=1, snapshotter=2}})}), hand-encoded (ctr's pull stores one name)."""
+    """Pull ``reference`` through containerd's transfer service (2.x) from the harness's registry (the runtime's registry
+    hosts directory mirrors its host there), storing it under ``extra`` names too, and unpack it:
+    Transfer(TransferRequest{source=1 Any(OCIRegistry{reference=1, resolver=2{host_dir=3}}), destination=2
+    Any(ImageStore{name=1, platforms=3, extra_references=6{name=1}, unpacks=10{platform=1, snapshotter=2}})}),
+    hand-encoded (ctr's pull stores one name)."""
     def any_of(type_url, value):
         return _field(1, type_url.encode()) + _field(2, value)
 
     platform = _field(1, b"linux") + _field(2, go_arch().encode())
-    source = _field(1, reference.encode()) + _field(2, _field(4, b"http"))
+    source = _field(1, reference.encode()) + _field(2, _field(3, runtime.hosts_dir().encode()))
     store = (_field(1, reference.encode()) + _field(3, platform) + b"".join(_field(6, _field(1, name.encode())) for name in extra)
              + _field(10, _field(1, platform) + _field(2, snapshotter.encode())))
     request = _field(1, any_of("containerd.types.transfer.OCIRegistry", source)) + _field(2, any_of("containerd.types.transfer.ImageStore", store))
     _grpc(runtime, "/containerd.services.transfer.v1.Transfer/Transfer", request, namespace, timeout=120)
 
 
-class LoopbackRegistry:
-    """Debian 12's docker-registry on 127.0.0.1 (a free port), its storage in ``workdir``; ``push`` sends an offline-built
-    image to it with skopeo (gzip layers, as registries serve them). Replaced by devtools' registry once the harness has one."""
-
-    def __init__(self, workdir):
-        self.workdir = workdir
-        self.proc = None
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.host = "127.0.0.1:%d" % self.port
-
-    @staticmethod
-    def available():
-        return shutil.which("docker-registry") is not None and shutil.which("skopeo") is not None
-
-    def __enter__(self):
-        config = os.path.join(self.workdir, "registry.yml")
-        with open(config, "w", encoding="utf-8") as f:
-            f.write("version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n"
-                    % (os.path.join(self.workdir, "registry"), self.host))
-        self.log = open(os.path.join(self.workdir, "registry.log"), "wb")  # pylint: disable=consider-using-with
-        self.proc = subprocess.Popen(["docker-registry", "serve", config], stdout=self.log, stderr=subprocess.STDOUT)  # pylint: disable=consider-using-with
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen("http://%s/v2/" % self.host, timeout=2) as answer:
-                    if answer.status == 200:
-                        return self
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.__exit__(None, None, None)
-                raise RuntimeError("docker-registry did not answer on %s" % self.host)
-            time.sleep(0.2)
-
-    def __exit__(self, *exc):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-
-    def push(self, name, size, seed=None):
-        """An image of one busybox layer and ``size`` random bytes, pushed as ``<host>/<name>``; returns that reference."""
-        fd, path = tempfile.mkstemp(prefix="push-", suffix=".tar", dir=self.workdir)
-        os.close(fd)
-        try:
-            build_archive(path, [ImageSpec(name, size=size, share_base=False, seed=seed)])
-            ref = "%s/%s" % (self.host, name)
-            subprocess.run(["skopeo", "copy", "--quiet", "--dest-tls-verify=false", "docker-archive:" + path, "docker://" + ref],
-                           check=True, capture_output=True)
-            return ref
-        finally:
-            os.unlink(path)
-
-
-def create_gc_fixtures(runtime, line, size=MIB, registry=None):
+def create_gc_fixtures(runtime, line, size=MIB):
     """Objects of every kind containerd's collector follows, outside k8s.io; returns their names.
 
     gc-tools (never listed): a ctr-made gc.root snapshot on overlayfs and one on native; a chain kept only by an image
@@ -330,8 +268,8 @@ def create_gc_fixtures(runtime, line, size=MIB, registry=None):
     chain's top (whose parent it keeps); a plain lease holding a blob that names another. gc-drop (listed): an image
     whose record labels name a chain and a blob. Every gc.root that ctr sets on the chains is removed once what keeps
     them is in place; the last step runs containerd's collection, so what none of it keeps is gone when this returns.
-    Then the labels of later collectors (``_newer_labels``, on every ``line``: the collector's release line) and, with a
-    ``registry``, an image pulled under two names in each namespace (``_two_name_pulls``, containerd 2.x)."""
+    Then the labels of later collectors (``_newer_labels``, on every ``line``: the collector's release line) and, on
+    containerd 2.x, an image pulled under two names in each namespace (``_two_name_pulls``)."""
     t, d = "gc-tools", "gc-drop"
     names = {}
     for ns in (t, d):
@@ -376,8 +314,8 @@ def create_gc_fixtures(runtime, line, size=MIB, registry=None):
         for key in snaps:
             label_snapshot(runtime, ns, key, GC_ROOT + "=")
     _newer_labels(runtime, names, size // 4, line)
-    if registry is not None:
-        _two_name_pulls(runtime, names, registry, size // 4)
+    if line >= "2.0":
+        _two_name_pulls(runtime, names, size // 4)
     for ns in (t, d):
         ctr_ok(runtime, ns, "leases", "rm", "--sync", "fixture-hold")  # --sync: containerd's collection has run
     return names
@@ -442,11 +380,18 @@ def _newer_labels(runtime, names, size, line):
     stale_ingest(runtime, t, names["unleased_ingest"], size)
 
 
-def _two_name_pulls(runtime, names, registry, size):
-    """An image pulled under two names through containerd's transfer service, in gc-tools (kept) and in gc-drop (its
-    names go with the namespace's images); containerd 2.3 labels the extra name gc.bref.image and a past gc.expire."""
-    for ns, key, name in (("gc-tools", "pulled", "gc-pulled:1"), ("gc-drop", "drop_pulled", "gc-drop-pulled:1")):
-        ref = registry.push(name, size, seed=ns)
+def _two_name_pulls(runtime, names, size):
+    """An image pulled under two names through containerd's transfer service from the harness's registry, in gc-tools
+    (kept) and in gc-drop (its names go with the namespace's images); containerd 2.3 labels the extra name
+    gc.bref.image and a past gc.expire."""
+    for ns, key, ref in (("gc-tools", "pulled", "docker.io/library/gc-pulled:1"), ("gc-drop", "drop_pulled", "docker.io/library/gc-drop-pulled:1")):
+        fd, path = tempfile.mkstemp(prefix="push-", suffix=".tar", dir=runtime.workdir)
+        os.close(fd)
+        try:
+            digests = build_archive(path, [ImageSpec(ref, size=size, share_base=False)])
+            runtime.registry.push(path, ref, digests[ref])
+        finally:
+            os.unlink(path)
         alias = ref.replace(":1", "-alias:1")
         transfer_pull(runtime, ns, ref, extra=[alias])
         names[key] = [ref, alias]

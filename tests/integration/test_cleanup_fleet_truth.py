@@ -64,7 +64,7 @@ def records(tmp_path, name):
 
 
 def test_the_cleanup_fails_after_its_summary_and_every_reached_node_has_a_history_record(ansible, runtime, tmp_path, bare_python):
-    runtime.import_images([ImageSpec("truth-%d:1" % n, size=MIB, share_base=False) for n in range(2)])
+    runtime.pull_images([ImageSpec("truth-%d:1" % n, size=MIB, share_base=False) for n in range(2)])
     proc = fleet(ansible, runtime, tmp_path, bare_python, "-e", "kubenode_gc_cleanup_serial=3")
     out = proc.stdout
     # the play fails (exit code 2), after the summary table, naming the failed and the unreachable node
@@ -107,7 +107,7 @@ class _CtrlC:
 
 def test_an_interrupted_runs_removals_are_recorded_by_the_next_run(ansible, runtime, tmp_path):
     """Ctrl-C after 2 image removals: the provisional history record stays; the next run records the images that went."""
-    runtime.import_images([ImageSpec("ctrlc-%d:1" % n, size=MIB, share_base=False) for n in range(6)])
+    runtime.pull_images([ImageSpec("ctrlc-%d:1" % n, size=MIB, share_base=False) for n in range(6)])
     before = {i.id for i in runtime.client.list_images()}
     history_dir = tmp_path / "history"
     node = {"ansible_connection": "local", "ansible_python_interpreter": os.path.join(BIN, "python"),

@@ -51,7 +51,7 @@ def history(tmp_path):
 
 def test_a_node_whose_image_gc_failed_gets_a_history_record_of_its_partial_work(ansible, runtime, tmp_path):
     """Issue 11, item 1: the runtime dies after 2 image removals; the node fails and its history record says what went."""
-    runtime.import_images([ImageSpec("hist-%d:1" % n, size=MIB, share_base=False) for n in range(4)])
+    runtime.pull_images([ImageSpec("hist-%d:1" % n, size=MIB, share_base=False) for n in range(4)])
     pod = runtime.run_pod("keeper")
     runtime.add_container(pod, "k", "hist-0:1", "running")
     ids = {t: i.id for i in runtime.client.list_images() for t in i.repo_tags}
@@ -88,7 +88,7 @@ def test_a_node_whose_image_gc_failed_gets_a_history_record_of_its_partial_work(
 
 
 def test_a_cleaned_node_records_no_error(ansible, runtime, tmp_path):
-    runtime.import_images([ImageSpec("ok-%d:1" % n) for n in range(2)])
+    runtime.pull_images([ImageSpec("ok-%d:1" % n) for n in range(2)])
     proc = cleanup(ansible, runtime, tmp_path, runtime.endpoint)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (record,) = history(tmp_path)
@@ -100,7 +100,7 @@ def test_cleanup_pins_the_keep_list_before_it_removes(ansible, clean_dropins, ru
     """Issue 14, item 1: kubenode_gc_cleanup_pin pins the keep-listed images (the kubelet's own GC keeps them then), and the
     prune removes the rest; a runtime that cannot pin (containerd 1.6) only warns, and the keep list still protects."""
     runtime = clean_dropins
-    runtime.import_images([ImageSpec("registry.k8s.io/keep-me:1", size=MIB, share_base=False), ImageSpec("drop-me:1", size=MIB, share_base=False)])
+    runtime.pull_images([ImageSpec("registry.k8s.io/keep-me:1", size=MIB, share_base=False), ImageSpec("drop-me:1", size=MIB, share_base=False)])
     proc = cleanup(ansible, runtime, tmp_path, runtime.endpoint, kubenode_gc_keep_images=["registry.k8s.io/keep-*"], kubenode_gc_cleanup_pin=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     state = {t: img.pinned for img in runtime.client.list_images() for t in img.repo_tags}
@@ -117,7 +117,7 @@ def test_cleanup_pins_the_keep_list_before_it_removes(ansible, clean_dropins, ru
 
 def test_cleanup_frees_a_node_below_its_byte_target_that_the_percentages_would_skip(ansible, runtime, tmp_path):
     """Issue 26: kubenode_gc_free_bytes_high / _low. Usage is far below 85 %, so without the byte target the node is skipped."""
-    runtime.import_images([ImageSpec("bytes-%d:1" % n, size=4 * MIB, share_base=False) for n in range(6)])
+    runtime.pull_images([ImageSpec("bytes-%d:1" % n, size=4 * MIB, share_base=False) for n in range(6)])
     st = os.statvfs(runtime.imagefs_mountpoint)
     free = min(st.f_bavail, st.f_blocks) * st.f_frsize
     tags = runtime.image_refs()["tags"]
@@ -146,7 +146,7 @@ def test_cleanup_storage_removes_other_namespace_images_and_records_them(ansible
     if runtime.kind == "cri-o":
         return  # storage_gc refuses cri-o (test_storage_gc.py); the cleanup's record of that is a unit test
     so.import_into(runtime, "moby", [ImageSpec("docker.io/library/moby-cleanup:1", size=2 * MIB, share_base=False)])
-    runtime.import_images([ImageSpec("registry.k8s.io/cleanup-used:1", size=MIB, share_base=False)])
+    runtime.pull_images([ImageSpec("registry.k8s.io/cleanup-used:1", size=MIB, share_base=False)])
     pod = runtime.run_pod("storage-keeper")
     runtime.add_container(pod, "k", "registry.k8s.io/cleanup-used:1", "running")
     in_use = {t for i in runtime.client.list_images() for t in i.repo_tags}
@@ -177,7 +177,7 @@ def test_serial_and_hosts_from_the_inventory_are_refused_and_take_effect_with_e(
     """Issue 32: kubenode_gc_cleanup_serial and kubenode_gc_hosts are play keywords, which read only extra variables. Set in
     the inventory (all's vars, as group_vars/all) they are refused in one sentence before any node is touched; with -e they
     take effect: one wave of the three workers, the other host untouched."""
-    runtime.import_images([ImageSpec("waves-%d:1" % n, size=MIB, share_base=False) for n in range(2)])
+    runtime.pull_images([ImageSpec("waves-%d:1" % n, size=MIB, share_base=False) for n in range(2)])
     node = {"ansible_connection": "local", "ansible_python_interpreter": os.path.join(BIN, "python"), "kubenode_gc_cri_endpoint": runtime.endpoint,
             "kubenode_gc_pod_logs_dir": runtime.pod_logs, "kubenode_gc_container_logs_dir": str(tmp_path / "containers"),
             "kubenode_gc_ledger_path": str(tmp_path / "ledger.json"), "kubenode_gc_cleanup_history_dir": str(tmp_path / "history"),

@@ -41,7 +41,7 @@ def links(runtime):
 @pytest.fixture
 def node(runtime, links):
     """Pod web: app exited x3 (attempts 0-2), side running, init created. Pod job: task exited x2."""
-    runtime.import_images([ImageSpec("img:1")])
+    runtime.pull_images([ImageSpec("img:1")])
     web = runtime.run_pod("web", uid="uid-web")
     job = runtime.run_pod("job", uid="uid-job")
     ids = {}
@@ -149,7 +149,7 @@ def test_no_limits_keep_everything(ansible, runtime, links, node):
 
 
 def test_node_limit_keeps_the_newest_globally(ansible, runtime, links):
-    runtime.import_images([ImageSpec("img:1")])
+    runtime.pull_images([ImageSpec("img:1")])
     made = []
     for n in range(3):
         pod = runtime.run_pod("p%d" % n, uid="uid-p%d" % n)
@@ -207,7 +207,7 @@ def test_without_active_pods_no_pod_is_deleted(ansible, runtime, links, node):
 
 
 def test_superseded_sandbox_goes_unless_referenced(ansible, runtime, links):
-    runtime.import_images([ImageSpec("img:1")])
+    runtime.pull_images([ImageSpec("img:1")])
     old = runtime.run_pod("web", uid="uid-w", attempt=0)
     runtime.client.stop_pod_sandbox(old[0])
     older_with_ctr = runtime.run_pod("api", uid="uid-a", attempt=0)
@@ -223,7 +223,7 @@ def test_superseded_sandbox_goes_unless_referenced(ansible, runtime, links):
 
 
 def test_dangling_log_symlinks(ansible, runtime, links):
-    runtime.import_images([ImageSpec("img:1")])
+    runtime.pull_images([ImageSpec("img:1")])
     pod = runtime.run_pod("p")
     running = runtime.add_container(pod, "r", "img:1", "running")
     exited = runtime.add_container(pod, "e", "img:1", "exited")
@@ -338,7 +338,7 @@ def test_runtime_killed_mid_run_fails_changed_and_logs_go_only_with_their_contai
     """Issue 11, items 1 and 2: the runtime dies (SIGKILL) after 2 RemoveContainer calls. The run stops at the first
     UNAVAILABLE error, says changed with exactly what is gone after a restart on the same root, and every container
     still there keeps its log file and link."""
-    runtime.import_images([ImageSpec("img:1")])
+    runtime.pull_images([ImageSpec("img:1")])
     pod = runtime.run_pod("many", uid="uid-many")
     ids = [runtime.add_container(pod, "app", "img:1", "exited", attempt=a, link_dir=links) for a in range(6)]
     try:
@@ -435,7 +435,7 @@ SYMLINK_WARNING = "%s is a symbolic link where the kubelet keeps a directory; it
 
 def test_a_deleted_pods_log_directory_that_is_a_symlink_is_removed_as_a_link(ansible, runtime, links):
     """Issue 21, item 1: nothing outside pod_logs_dir is removed through a symlinked pod log directory."""
-    runtime.import_images([ImageSpec("img:1")])
+    runtime.pull_images([ImageSpec("img:1")])
     gone = runtime.run_pod("gone", uid="uid-gone")
     ids = [runtime.add_container(gone, "app", "img:1", "exited", attempt=a, link_dir=links) for a in range(2)]
     runtime.client.stop_pod_sandbox(gone[0])
@@ -460,7 +460,7 @@ def test_a_deleted_pods_log_directory_that_is_a_symlink_is_removed_as_a_link(ans
 def test_a_container_directory_that_is_a_symlink_is_removed_as_a_link_in_deleted_and_live_pods(ansible, runtime, links):
     """Issue 21, item 1: a <container>/ symlink of a deleted pod, and of a live pod whose old attempts go: the outside files
     (the current log and its rotated copy included) stay byte for byte, the link goes and is reported."""
-    runtime.import_images([ImageSpec("img:1")])
+    runtime.pull_images([ImageSpec("img:1")])
     web = runtime.run_pod("web", uid="uid-web")
     old = [runtime.add_container(web, "app", "img:1", "exited", attempt=a, link_dir=links) for a in range(3)]
     side = runtime.add_container(web, "side", "img:1", "running", link_dir=links)
@@ -506,7 +506,7 @@ def test_graceful_restart_mid_run_reports_every_removal_that_happened(ansible, r
     does) after 3 RemoveContainer calls, and the answers of the removals it did meanwhile are lost. Back within the
     module's wait: every container really gone is in removed_containers (with its logs), none under errors. Back later:
     the ones not confirmed are unconfirmed (never errors), and the rerun removes their logs and ends with none."""
-    runtime.import_images([ImageSpec("img:1")])
+    runtime.pull_images([ImageSpec("img:1")])
     pod = runtime.run_pod("many", uid="uid-many")
     ids = [runtime.add_container(pod, "app", "img:1", "exited", attempt=a, link_dir=links) for a in range(16)]
     with RestartAfter(runtime, 3, down=down) as proxy:

@@ -24,7 +24,7 @@ LIST_RPCS = {"Version": 1, "Status": 1, "ImageFsInfo": 1, "ListImages": 1, "List
 @pytest.fixture
 def scene(runtime):
     """Two pods, containers in every state, used and unused images (one sharing no layer)."""
-    ids = runtime.import_images(
+    ids = runtime.pull_images(
         [
             ImageSpec("app-run:1", size=2 << 20),
             ImageSpec("app-exit:1", size=1 << 20, share_base=False),
@@ -125,7 +125,7 @@ def test_reports_exactly_what_the_runtime_holds(ansible, runtime, scene, interpr
 
 def test_usage_percent_follows_the_disk(ansible, runtime, interpreter):
     before = ansible.module("kubenode.gc.cri_info", {"cri_endpoint": runtime.endpoint, "gather": ["imagefs"]}, interpreter=interpreter)
-    runtime.import_images([ImageSpec("big:%d" % n, size=12 << 20, share_base=False) for n in range(3)])
+    runtime.pull_images([ImageSpec("big:%d" % n, size=12 << 20, share_base=False) for n in range(3)])
     after = ansible.module("kubenode.gc.cri_info", {"cri_endpoint": runtime.endpoint, "gather": ["imagefs"]}, interpreter=interpreter)
     st = os.statvfs(runtime.imagefs_mountpoint)
     expected = 100 - (st.f_bavail * st.f_frsize * 100) // (st.f_blocks * st.f_frsize)
@@ -137,7 +137,7 @@ def test_usage_percent_follows_the_disk(ansible, runtime, interpreter):
 
 
 def test_rpc_calls_do_not_grow_with_the_node(ansible, runtime):
-    runtime.import_images([ImageSpec("many:%d" % n) for n in range(40)])
+    runtime.pull_images([ImageSpec("many:%d" % n) for n in range(40)])
     pod = runtime.run_pod("crowd")
     for n in range(6):
         runtime.add_container(pod, "c%d" % n, "many:%d" % n, "created")
@@ -147,7 +147,7 @@ def test_rpc_calls_do_not_grow_with_the_node(ansible, runtime):
 
 
 def test_gather_images_only_still_knows_usage(ansible, runtime):
-    runtime.import_images([ImageSpec("solo:1"), ImageSpec("idle:1")])
+    runtime.pull_images([ImageSpec("solo:1"), ImageSpec("idle:1")])
     runtime.add_container(runtime.run_pod("p"), "c", "solo:1", "exited")
     res = ansible.module("kubenode.gc.cri_info", {"cri_endpoint": runtime.endpoint, "gather": ["images"]})
     assert not {"runtime", "imagefs", "containers", "sandboxes"} & set(res)
@@ -165,7 +165,7 @@ def test_endpoint_from_environment(ansible, runtime):
 
 
 def test_check_mode_reads_the_same(ansible, runtime):
-    runtime.import_images([ImageSpec("chk:1")])
+    runtime.pull_images([ImageSpec("chk:1")])
     real = ansible.module("kubenode.gc.cri_info", {"cri_endpoint": runtime.endpoint, "gather": ["images"]})
     check = ansible.module("kubenode.gc.cri_info", {"cri_endpoint": runtime.endpoint, "gather": ["images"]}, check=True)
     assert check["images"] == real["images"] and check["changed"] is False
@@ -236,7 +236,7 @@ def test_finds_containerd_at_its_default_path_without_options(ansible, tmp_path)
     if probe_socket(DEFAULT_SOCKET) is not None:  # nothing answers there: put a real containerd there
         own = EmbeddedContainerd(imagefs_size="32M", socket=DEFAULT_SOCKET)
         own.start()
-        own.import_images([ImageSpec("found-by-default:1")])
+        own.pull_images([ImageSpec("found-by-default:1")])
     try:
         res = ansible.module("kubenode.gc.cri_info", {"gather": ["runtime", "images"]}, unset_env=("CONTAINER_RUNTIME_ENDPOINT",))
         assert not res.get("failed"), res.get("msg")

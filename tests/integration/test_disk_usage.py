@@ -82,7 +82,7 @@ def test_disk_usage_walk_limit_says_it_stopped(ansible, runtime):
 def _crio(ansible, runtime, args):
     from devtools.images import ImageSpec
 
-    runtime.import_images([ImageSpec("registry.k8s.io/storage-k8s:1", size=so.SIZES["k8s_image"])])
+    runtime.pull_images([ImageSpec("registry.k8s.io/storage-k8s:1", size=so.SIZES["k8s_image"])])
     sandbox = runtime.run_pod("storage", namespace="storage-ns")
     cid = runtime.add_container(sandbox, "writer", "registry.k8s.io/storage-k8s:1")
     res = ansible.module("kubenode.gc.disk_usage", args, check=True)
@@ -124,7 +124,7 @@ def test_disk_usage_sees_every_byte(ansible, runtime):
         return value
 
     # named after the sandbox image, which claims the base layer they share
-    step("k8s_image", runtime.import_images, [ImageSpec("registry.k8s.io/zz-every-byte:1", size=2 * so.MIB)])
+    step("k8s_image", runtime.pull_images, [ImageSpec("registry.k8s.io/zz-every-byte:1", size=2 * so.MIB)])
     # a snapshot of the native snapshotter, which no container or label names (ctr gives it a gc.root label)
     step("native", so.write_snapshot, runtime, "tools", "native-data", 3 * so.MIB, snapshotter="native")
 
@@ -206,7 +206,7 @@ def test_disk_usage_log_paths_without_a_call_per_container(ansible, runtime):
     from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import ContainerdClient
     from ansible_collections.kubenode.gc.plugins.module_utils.storage import _disk_usage
 
-    runtime.import_images([ImageSpec("registry.k8s.io/log-paths:1", size=so.MIB)])
+    runtime.pull_images([ImageSpec("registry.k8s.io/log-paths:1", size=so.MIB)])
     base = os.path.join(runtime.imagefs_mountpoint if runtime.kind == "cri-o" else runtime.root, "log-paths")
     empty = os.path.join(runtime.workdir, "no-pod-logs")  # pod_logs_dir: the fallback finds nothing there
     os.makedirs(empty, exist_ok=True)

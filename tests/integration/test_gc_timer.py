@@ -81,7 +81,7 @@ def state(tmp_path):
 
 
 def test_runner_frees_to_the_byte_target_without_ansible_and_logs_one_line(runtime, tmp_path):
-    runtime.import_images([ImageSpec("timer-%d:1" % n, size=4 * MIB, share_base=False) for n in range(6)])
+    runtime.pull_images([ImageSpec("timer-%d:1" % n, size=4 * MIB, share_base=False) for n in range(6)])
     pod = runtime.run_pod("timer")
     runtime.add_container(pod, "used", "timer-5:1", "running")
     runtime.add_container(pod, "dead", "timer-4:1", "exited")
@@ -107,7 +107,7 @@ def test_runner_frees_to_the_byte_target_without_ansible_and_logs_one_line(runti
 
 
 def test_observe_only_records_sightings_and_removes_nothing(runtime, tmp_path):
-    runtime.import_images([ImageSpec("seen-%d:1" % n, size=MIB, share_base=False) for n in range(3)])
+    runtime.pull_images([ImageSpec("seen-%d:1" % n, size=MIB, share_base=False) for n in range(3)])
     pod = runtime.run_pod("seen")
     runtime.add_container(pod, "dead", "seen-0:1", "exited")
     before = sorted(runtime.image_refs()["tags"])
@@ -134,7 +134,7 @@ def test_observe_only_records_sightings_and_removes_nothing(runtime, tmp_path):
 
 
 def test_runner_waits_for_the_node_lock_a_controller_run_holds(runtime, tmp_path):
-    runtime.import_images([ImageSpec("locked-%d:1" % n, size=2 * MIB, share_base=False) for n in range(3)])
+    runtime.pull_images([ImageSpec("locked-%d:1" % n, size=2 * MIB, share_base=False) for n in range(3)])
     runner = install(tmp_path)
     cfg = write_config(tmp_path, runtime, high_threshold_percent=1, low_threshold_percent=0)
     with _ledger.NodeLock(_ledger.node_lock_path(runtime.endpoint), 10):
@@ -157,7 +157,7 @@ def stopped(proc):
 def test_a_controller_run_by_another_spelling_of_the_socket_waits_for_a_frozen_timer_run(ansible, runtime, tmp_path):
     """The timer runner, frozen inside the node lock, and node_cleanup reaching the same socket through a linked directory
     (as /var/run -> /run), with a doubled slash: the controller run gives up on the same lock file and removes nothing."""
-    runtime.import_images([ImageSpec("spelled-%d:1" % n, size=MIB, share_base=False) for n in range(3)])
+    runtime.pull_images([ImageSpec("spelled-%d:1" % n, size=MIB, share_base=False) for n in range(3)])
     sock = runtime.endpoint[len("unix://"):] if runtime.endpoint.startswith("unix://") else runtime.endpoint
     (tmp_path / "var").mkdir()
     (tmp_path / "var" / "run").symlink_to(os.path.dirname(sock))

@@ -67,7 +67,7 @@ def gc(ansible, runtime, check=False, interpreter=None, **args):
 
 @pytest.fixture
 def mixed(runtime):
-    runtime.import_images(
+    runtime.pull_images(
         [
             ImageSpec("run:1", size=MIB),
             ImageSpec("exited:1", size=MIB),
@@ -136,7 +136,7 @@ def test_sandbox_image_survives_prune_without_keep_list(ansible, mixed):
 
 
 def test_threshold_starts_exactly_at_high_and_stops_at_low(ansible, runtime):
-    runtime.import_images([ImageSpec("fill-%d:1" % n, size=4 * MIB, share_base=False) for n in range(8)])
+    runtime.pull_images([ImageSpec("fill-%d:1" % n, size=4 * MIB, share_base=False) for n in range(8)])
     now = usage(runtime)
     assert now >= 20
     below = gc(ansible, runtime, high_threshold_percent=now + 1, low_threshold_percent=now - 10)
@@ -160,7 +160,7 @@ def available(runtime):
 
 
 def test_byte_targets_start_below_free_bytes_high_and_stop_at_free_bytes_low(ansible, runtime):
-    runtime.import_images([ImageSpec("bytes-%d:1" % n, size=4 * MIB, share_base=False) for n in range(8)])
+    runtime.pull_images([ImageSpec("bytes-%d:1" % n, size=4 * MIB, share_base=False) for n in range(8)])
     now, free = usage(runtime), available(runtime)
     # not below free_bytes_high (and the percentages, given too, not hit): nothing
     quiet = gc(ansible, runtime, high_threshold_percent=now + 1, low_threshold_percent=now - 10, free_bytes_high=free - MIB, free_bytes_low=free + 10 * MIB)
@@ -187,7 +187,7 @@ def test_byte_targets_start_below_free_bytes_high_and_stop_at_free_bytes_low(ans
 
 
 def test_insufficient_reports_the_kubelet_wording_or_fails(ansible, runtime):
-    runtime.import_images([ImageSpec("busy:%d" % n, size=6 * MIB, share_base=False) for n in range(4)])
+    runtime.pull_images([ImageSpec("busy:%d" % n, size=6 * MIB, share_base=False) for n in range(4)])
     pod = runtime.run_pod("busy")
     for n in range(4):
         runtime.add_container(pod, "c%d" % n, "busy:%d" % n, "exited")
@@ -210,7 +210,7 @@ def test_insufficient_reports_the_kubelet_wording_or_fails(ansible, runtime):
 
 def test_ledger_survives_runs_and_changes_the_order(ansible, runtime, tmp_path):
     ledger = str(tmp_path / "state" / "ledger.json")
-    runtime.import_images([ImageSpec("l-%s:1" % x, size=MIB) for x in "abcd"])
+    runtime.pull_images([ImageSpec("l-%s:1" % x, size=MIB) for x in "abcd"])
     ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
     full = usage(runtime)
     common = dict(ledger_path=ledger, high_threshold_percent=100, low_threshold_percent=99)
@@ -252,7 +252,7 @@ def test_ledger_survives_runs_and_changes_the_order(ansible, runtime, tmp_path):
 
 def test_shared_layers_measured_freeing_never_goes_past_the_plan(ansible, runtime):
     # every image is 10 MiB by its size, but 8 MiB of it is one layer they all share
-    runtime.import_images([ImageSpec("shared-%d:1" % n, size=2 * MIB, shared_size=8 * MIB) for n in range(6)])
+    runtime.pull_images([ImageSpec("shared-%d:1" % n, size=2 * MIB, shared_size=8 * MIB) for n in range(6)])
     now = usage(runtime)
     low = now - 6  # about 7.7 MiB on 128 MiB: one image by its size, three or more by what removing it frees
     plan = gc(ansible, runtime, check=True, high_threshold_percent=now, low_threshold_percent=low)
@@ -265,7 +265,7 @@ def test_shared_layers_measured_freeing_never_goes_past_the_plan(ansible, runtim
     assert any(w.startswith("Insufficient free disk space on the node's image filesystem") for w in res.get("warnings", [])), res.get("warnings")
     # the kubelet's way stops after the first image, short of the target
     runtime.reset()
-    runtime.import_images([ImageSpec("shared-%d:1" % n, size=2 * MIB, shared_size=8 * MIB) for n in range(6)])
+    runtime.pull_images([ImageSpec("shared-%d:1" % n, size=2 * MIB, shared_size=8 * MIB) for n in range(6)])
     plan = gc(ansible, runtime, check=True, high_threshold_percent=now, low_threshold_percent=low, measure_freed=False)
     kubelet = gc(ansible, runtime, high_threshold_percent=now, low_threshold_percent=low, measure_freed=False)
     assert len(kubelet["removed"]) == 1 and usage(runtime) > low
@@ -274,7 +274,7 @@ def test_shared_layers_measured_freeing_never_goes_past_the_plan(ansible, runtim
 
 
 def test_max_age_pass_uses_the_ledger(ansible, runtime, tmp_path):
-    runtime.import_images([ImageSpec("stale:1"), ImageSpec("fresh:1")])
+    runtime.pull_images([ImageSpec("stale:1"), ImageSpec("fresh:1")])
     ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
     now = __import__("time").time_ns()
     hour = 3600 * 10**9
@@ -288,14 +288,14 @@ def test_max_age_pass_uses_the_ledger(ansible, runtime, tmp_path):
     assert [(r["repo_tags"], r["reason"]) for r in res["removed"]] == [(["docker.io/library/stale:1"], "age")]
     assert tags_left(runtime) == {"docker.io/library/fresh:1", runtime.sandbox_image}
     # a ledger younger than max_age does not run the pass (the kubelet's uptime rule)
-    runtime.import_images([ImageSpec("stale2:1")])
+    runtime.pull_images([ImageSpec("stale2:1")])
     young = tmp_path / "young.json"
     res = gc(ansible, runtime, ledger_path=str(young), max_age="1h", high_threshold_percent=100, low_threshold_percent=99)
     assert res["removed"] == []
 
 
 def test_max_age_pass_counts_the_first_run_that_saw_an_image_unused_as_its_last_possible_use(ansible, runtime, tmp_path):
-    runtime.import_images([ImageSpec("was-used:1"), ImageSpec("long-unused:1")])
+    runtime.pull_images([ImageSpec("was-used:1"), ImageSpec("long-unused:1")])
     ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
     now = __import__("time").time_ns()
     hour = 3600 * 10**9
@@ -319,7 +319,7 @@ def test_max_age_pass_counts_the_first_run_that_saw_an_image_unused_as_its_last_
 
 
 def test_high_100_without_max_age_removes_nothing_at_full_usage(ansible, runtime):
-    runtime.import_images([ImageSpec("idle-%d:1" % n, size=MIB, share_base=False) for n in range(3)])
+    runtime.pull_images([ImageSpec("idle-%d:1" % n, size=MIB, share_base=False) for n in range(3)])
     for high, low in ((100, 0), (100, 99)):
         res = gc(ansible, runtime, high_threshold_percent=high, low_threshold_percent=low)
         assert not res.get("failed"), res.get("msg")
@@ -329,7 +329,7 @@ def test_high_100_without_max_age_removes_nothing_at_full_usage(ansible, runtime
 
 def test_shared_layer_with_an_image_in_use_is_not_over_deleted(ansible, runtime):
     # an image in use and six candidates share one 24 MiB layer; each candidate holds only 64 KiB of its own
-    runtime.import_images([ImageSpec("in-use:1", size=64 << 10, shared_size=24 * MIB)]
+    runtime.pull_images([ImageSpec("in-use:1", size=64 << 10, shared_size=24 * MIB)]
                           + [ImageSpec("cand-%d:1" % n, size=64 << 10, shared_size=24 * MIB) for n in range(6)])
     pod = runtime.run_pod("user")
     runtime.add_container(pod, "c", "in-use:1", "running")
@@ -350,7 +350,7 @@ def test_shared_layer_with_an_image_in_use_is_not_over_deleted(ansible, runtime)
 
 
 def test_min_age_keeps_new_images(ansible, runtime, tmp_path):
-    runtime.import_images([ImageSpec("young-%d:1" % n) for n in range(3)])
+    runtime.pull_images([ImageSpec("young-%d:1" % n) for n in range(3)])
     res = gc(ansible, runtime, mode="prune", min_age="1h", ledger_path=str(tmp_path / "l.json"))
     assert res["removed"] == [] and res["kept"]["too_young"] == 3 and res["changed"] is False
     assert len(tags_left(runtime)) == 4
@@ -371,7 +371,7 @@ class RacingClient(CriClient):
 
 
 def test_image_that_comes_into_use_after_the_plan_is_kept(runtime):
-    runtime.import_images([ImageSpec("race-%d:1" % n) for n in range(3)])
+    runtime.pull_images([ImageSpec("race-%d:1" % n) for n in range(3)])
     client = RacingClient(runtime.endpoint, runtime, "race-1:1")
     res = _image_gc.run(client, _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, mode="prune", min_age="0s", lock_timeout=5)))
     assert {t for r in res["removed"] for t in r["repo_tags"]} == {"docker.io/library/race-0:1", "docker.io/library/race-2:1"}
@@ -406,7 +406,7 @@ class FailingClient(CriClient):
 
 
 def test_failed_removal_does_not_stop_the_walk(runtime):
-    runtime.import_images([ImageSpec("fail-%d:1" % n) for n in range(4)])
+    runtime.pull_images([ImageSpec("fail-%d:1" % n) for n in range(4)])
     ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
     bad = ids["docker.io/library/fail-1:1"]
     opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, mode="prune", min_age="0s", parallelism=2, lock_timeout=5))
@@ -485,7 +485,7 @@ def test_containerd_down_is_a_clear_failure(ansible, tmp_path):
 
 
 def test_failed_removal_in_the_threshold_pass_fails_with_the_kubelet_error(runtime):
-    runtime.import_images([ImageSpec("tfail-%d:1" % n, size=4 * MIB, share_base=False) for n in range(3)])
+    runtime.pull_images([ImageSpec("tfail-%d:1" % n, size=4 * MIB, share_base=False) for n in range(3)])
     ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
     bad = ids["docker.io/library/tfail-0:1"]
     opts = _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, min_age="0s", high_threshold_percent=usage(runtime), low_threshold_percent=0,
@@ -501,7 +501,7 @@ def test_failed_removal_in_the_threshold_pass_fails_with_the_kubelet_error(runti
 
 
 def test_failed_removal_in_the_max_age_pass_ends_the_run_before_the_threshold_pass(runtime, tmp_path):
-    runtime.import_images([ImageSpec("afail-%d:1" % n, size=4 * MIB, share_base=False) for n in range(3)])
+    runtime.pull_images([ImageSpec("afail-%d:1" % n, size=4 * MIB, share_base=False) for n in range(3)])
     ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
     bad, recent = ids["docker.io/library/afail-0:1"], ids["docker.io/library/afail-2:1"]
     now = __import__("time").time_ns()
@@ -552,7 +552,7 @@ def volumes(runtime):
     """app:1 in a running, an exited and a created container, each mounting one vol-*:1 image as a volume
     (KEP-4639) where the runtime supports image volumes; elsewhere the same containers without the mounts,
     after proving that the runtime rejects them. Two unused vjunk-*:1 images besides."""
-    runtime.import_images(
+    runtime.pull_images(
         [ImageSpec("app:1", size=MIB)]
         + [ImageSpec(t.rsplit("/", 1)[1], size=MIB, share_base=False) for t in sorted(VOLUMES)]
         + [ImageSpec(t.rsplit("/", 1)[1], size=4 * MIB, share_base=False) for t in sorted(JUNK)]
@@ -642,7 +642,7 @@ class MountingClient(CriClient):
 def test_image_mounted_as_a_volume_after_the_plan_is_kept(runtime):
     if not IMAGE_VOLUMES[runtime.name]:
         return  # no image volumes on this runtime (test_images_mounted_as_volumes_survive_every_mode proves the rejection)
-    runtime.import_images([ImageSpec("app:1"), ImageSpec("late-vol:1"), ImageSpec("other:1")])
+    runtime.pull_images([ImageSpec("app:1"), ImageSpec("late-vol:1"), ImageSpec("other:1")])
     runtime.add_container(runtime.run_pod("base"), "base", "app:1", "exited")
     client = MountingClient(runtime.endpoint, runtime, "late-vol:1")
     res = _image_gc.run(client, _image_gc.options(params_for(image_gc.ARGUMENT_SPEC, mode="prune", min_age="0s", lock_timeout=5)))
@@ -655,7 +655,7 @@ def test_image_mounted_as_a_volume_after_the_plan_is_kept(runtime):
 
 def test_runtime_killed_mid_prune_fails_changed_with_exactly_what_is_gone(ansible, runtime, tmp_path):
     """Issue 11, item 1: the runtime dies (SIGKILL) after 2 removals; the result says what really happened."""
-    runtime.import_images([ImageSpec("kill-%d:1" % n, size=MIB, share_base=False) for n in range(6)])
+    runtime.pull_images([ImageSpec("kill-%d:1" % n, size=MIB, share_base=False) for n in range(6)])
     pod = runtime.run_pod("keeper")
     runtime.add_container(pod, "k", "kill-0:1", "exited")  # in use: kept (and a sandbox for the sandbox image lookup)
     before = {i.id: i.size for i in runtime.client.list_images()}
@@ -701,7 +701,7 @@ def test_graceful_restart_mid_prune_reports_every_removal_that_happened(ansible,
     calls, and the answers of the removals it did meanwhile are lost. Back within the module's wait: every image really gone
     is in removed, none under errors, and the ledger drops their records. Back later: the ones not confirmed are
     unconfirmed (never errors), and the rerun ends with none and a ledger without any gone image."""
-    runtime.import_images([ImageSpec("restart-%d:1" % n, size=MIB // 4, share_base=False) for n in range(12)])
+    runtime.pull_images([ImageSpec("restart-%d:1" % n, size=MIB // 4, share_base=False) for n in range(12)])
     before = {i.id for i in runtime.client.list_images()}
     ledger = tmp_path / "state" / "ledger.json"
     with RestartAfter(runtime, 2, down=down) as proxy:
@@ -751,7 +751,7 @@ def fill(directory):
 
 def test_ledger_write_failing_with_enospc_fails_changed_naming_the_ledger(ansible, runtime, tmp_path):
     """Issue 11, item 1: the removals happened, the ledger cannot be written (ENOSPC): changed, removed filled, the old ledger intact."""
-    runtime.import_images([ImageSpec("nospc-%d:1" % n) for n in range(3)])
+    runtime.pull_images([ImageSpec("nospc-%d:1" % n) for n in range(3)])
     before = {i.id for i in runtime.client.list_images()}
     with full_tmpfs(tmp_path / "full") as fs:
         ledger = fs / "ledger.json"
@@ -788,7 +788,7 @@ def test_inode_pass_frees_inodes_to_the_low_mark_in_lru_order_with_bytes_below_t
     ledger = str(tmp_path / "ledger.json")
     assert os.statvfs(runtime.imagefs_mountpoint).f_files == INODES
     free_before = os.statvfs(runtime.imagefs_mountpoint).f_ffree
-    runtime.import_images([ImageSpec("inode-%d:1" % n, files=200) for n in range(7)] + [ImageSpec("inode-live:1", files=200)])
+    runtime.pull_images([ImageSpec("inode-%d:1" % n, files=200) for n in range(7)] + [ImageSpec("inode-live:1", files=200)])
     per_image = (free_before - os.statvfs(runtime.imagefs_mountpoint).f_ffree) / 8.0
     ids = {t: i.id for i in runtime.client.list_images() for t in i.repo_tags}
     live = runtime.run_pod("live")

@@ -64,8 +64,8 @@ def is_containerd(runtime):
 
 
 def test_native_prune_keeps_the_cri_view_right(runtime, tmp_path):
-    ids = runtime.import_images(specs("native"))
-    runtime.import_images([ImageSpec("native-used:1", size=LAYER)])
+    ids = runtime.pull_images(specs("native"))
+    runtime.pull_images([ImageSpec("native-used:1", size=LAYER)])
     pod = runtime.run_pod("keeper")
     runtime.add_container(pod, "used", "native-used:1", "running")
     used_id = runtime.image_id_of("native-used:1")
@@ -105,8 +105,8 @@ def test_native_prune_keeps_the_cri_view_right(runtime, tmp_path):
     with open(tmp_path / "ledger.json", encoding="utf-8") as f:
         assert not set(json.load(f)["images"]) & removed
 
-    # the same images imported again: the CRI lists them again (import_images waits for it), under the same ids
-    again = runtime.import_images(specs("native"))
+    # the same images pulled again: the CRI lists them again (pull_images waits for it), under the same ids
+    again = runtime.pull_images(specs("native"))
     assert again == ids and set(ids.values()) <= set(cri_images(runtime))
     assert all(runtime.image_id_of(tag) == ids[tag] for tag in ids)
     # and a second native prune removes them again, the used and sandbox images still intact
@@ -118,7 +118,7 @@ def test_native_prune_keeps_the_cri_view_right(runtime, tmp_path):
 
 def test_small_prune_keeps_the_cri(runtime):
     """Fewer than NATIVE_MIN_IMAGES images: RemoveImage, on every runtime."""
-    ids = runtime.import_images(specs("small", count=3))
+    ids = runtime.pull_images(specs("small", count=3))
     result, calls = prune(runtime.endpoint, ledger_path="")
     assert {r["id"] for r in result["removed"]} == set(ids.values())
     assert calls["RemoveImage"] == 3 and not [k for k in calls if k.startswith("containerd.")]
@@ -129,7 +129,7 @@ def test_runtime_killed_mid_native_prune_reports_only_what_is_gone(runtime, tmp_
     has, every image gone is removed or unconfirmed, and the next run removes the rest."""
     if not is_containerd(runtime):
         return  # cri-o keeps the CRI (test_image_gc's crash test covers it)
-    runtime.import_images(specs("crash"))
+    runtime.pull_images(specs("crash"))
     listed = set(cri_images(runtime))
     before = listed - {runtime.image_id_of(runtime.sandbox_image)}
     ledger = tmp_path / "ledger.json"

@@ -20,7 +20,7 @@ def node(runtime):
     """A node holding: vuln:1 unused; retired:1, also tagged other-name:7, unused (listed by its digest only); vuln:run used by a
     running container; vuln:exited used by an exited one; a keep-listed registry.example.com/vuln:1; good:1, not listed; and
     the sandbox image."""
-    runtime.import_images([
+    runtime.pull_images([
         ImageSpec("vuln:1", size=MIB),
         ImageSpec(["retired:1", "other-name:7"], size=MIB),
         ImageSpec("vuln:run", size=MIB),

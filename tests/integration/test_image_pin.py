@@ -16,7 +16,7 @@ from devtools.images import ImageSpec
 
 MIB = 1 << 20
 # containerd's CRI reports pinned from 1.7.3 on; cri-o through pinned_images
-CAN_PIN = {"containerd-1.6": False, "containerd-1.7": True, "containerd-2": True, "crio": True}
+CAN_PIN = {"containerd-1.6": False, "containerd-1.7": True, "containerd-2.1": True, "containerd-2.2": True, "containerd-2.3": True, "crio": True}
 DROPIN = "99-kubenode-gc-pinned.conf"
 
 
@@ -48,7 +48,7 @@ def clean_dropins(runtime):
 
 def test_pin_check_real_idempotent_and_image_gc_keeps_pinned(ansible, clean_dropins, runtime_name):
     runtime = clean_dropins
-    runtime.import_images([ImageSpec("registry.k8s.io/pin-a:1", size=MIB), ImageSpec("registry.k8s.io/pin-b:1", size=MIB),
+    runtime.pull_images([ImageSpec("registry.k8s.io/pin-a:1", size=MIB), ImageSpec("registry.k8s.io/pin-b:1", size=MIB),
                            ImageSpec("junk-pin:1", size=MIB)])
     before = pinned_state(runtime)
     args = dict(images=["registry.k8s.io/pin-*"])
@@ -113,7 +113,7 @@ def pin_by_someone_else(runtime, runtime_name, tag):
 
 def test_exclusive_unpins_only_our_pins(ansible, clean_dropins, runtime_name):
     runtime = clean_dropins
-    runtime.import_images([ImageSpec("registry.k8s.io/ours:1", size=MIB), ImageSpec("registry.k8s.io/theirs:1", size=MIB)])
+    runtime.pull_images([ImageSpec("registry.k8s.io/ours:1", size=MIB), ImageSpec("registry.k8s.io/theirs:1", size=MIB)])
     if not CAN_PIN[runtime_name]:  # containerd 1.6: exclusive changes nothing either, labels included
         pin_by_someone_else(runtime, runtime_name, "registry.k8s.io/theirs:1")
         before = pinned_state(runtime)
@@ -150,7 +150,7 @@ def test_exclusive_unpins_only_our_pins(ansible, clean_dropins, runtime_name):
 
 
 def test_bad_pattern_fails_in_one_sentence_and_changes_nothing(ansible, runtime):
-    runtime.import_images([ImageSpec("registry.k8s.io/bad:1", size=MIB)])
+    runtime.pull_images([ImageSpec("registry.k8s.io/bad:1", size=MIB)])
     before = pinned_state(runtime)
     result = pin(ansible, runtime, images=["registry.k8s.io/[bad"])
     assert result["failed"] is True and result["changed"] is False

@@ -39,7 +39,7 @@ def node(tmp_path_factory):
     runtime = EmbeddedContainerd(workdir=str(tmp_path_factory.mktemp("ctrd")), imagefs_size="128M", imagefs_inodes=INODES)
     runtime.start()
     try:
-        runtime.import_images([ImageSpec("many-%d:1" % n, files=200) for n in range(6)] + [ImageSpec("live:1", files=200)])
+        runtime.pull_images([ImageSpec("many-%d:1" % n, files=200) for n in range(6)] + [ImageSpec("live:1", files=200)])
         runtime.add_container(runtime.run_pod("live", uid="uid-live"), "live", "live:1", "running")
         yield runtime
     finally:

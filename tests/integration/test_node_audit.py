@@ -16,7 +16,7 @@ def ids(items, key="id"):
 
 
 def test_node_audit_holds_what_each_module_returns(ansible, runtime, tmp_path):
-    runtime.import_images([ImageSpec("registry.k8s.io/audit-used:1", size=64 << 10), ImageSpec("registry.k8s.io/audit-unused:1", size=64 << 10)])
+    runtime.pull_images([ImageSpec("registry.k8s.io/audit-used:1", size=64 << 10), ImageSpec("registry.k8s.io/audit-unused:1", size=64 << 10)])
     pod = runtime.run_pod("audit", namespace="audit-ns")
     runtime.add_container(pod, "used", "registry.k8s.io/audit-used:1")
     runtime.add_container(pod, "dead", "registry.k8s.io/audit-used:1", state="exited")
@@ -106,7 +106,7 @@ def test_node_audit_refuses_bad_options_before_reading(ansible, runtime, tmp_pat
 
 def test_node_audit_summary_lines_are_the_full_lists(ansible, runtime, tmp_path):
     """detail=summary: one line per image the runtime holds, its size and marks as the full lists say (issue 25)."""
-    runtime.import_images([ImageSpec("registry.k8s.io/sum-used:1", size=64 << 10), ImageSpec("registry.k8s.io/sum-unused:1", size=64 << 10)])
+    runtime.pull_images([ImageSpec("registry.k8s.io/sum-used:1", size=64 << 10), ImageSpec("registry.k8s.io/sum-unused:1", size=64 << 10)])
     pod = runtime.run_pod("summary", namespace="sum-ns")
     runtime.add_container(pod, "used", "registry.k8s.io/sum-used:1")
     args = dict(cri_endpoint=runtime.endpoint, image_gc=dict(ledger_path=str(tmp_path / "ledger.json")),

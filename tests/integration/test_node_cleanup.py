@@ -22,7 +22,7 @@ def args(runtime, tmp_path, **kw):
 
 
 def test_node_cleanup_plans_then_cleans(ansible, runtime, tmp_path):
-    runtime.import_images([ImageSpec("registry.k8s.io/nc-used:1", size=64 << 10), ImageSpec("registry.k8s.io/nc-unused:1", size=64 << 10)])
+    runtime.pull_images([ImageSpec("registry.k8s.io/nc-used:1", size=64 << 10), ImageSpec("registry.k8s.io/nc-unused:1", size=64 << 10)])
     runtime.add_container(runtime.run_pod("nc", namespace="nc-ns"), "used", "registry.k8s.io/nc-used:1")
     before = tags(runtime)
 

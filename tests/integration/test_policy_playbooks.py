@@ -69,7 +69,7 @@ def kubelet_config(tmp_path, high, low):
 
 
 def fill(runtime, count=6):
-    runtime.import_images([ImageSpec("fill-%d:1" % n, size=3 * MIB, share_base=False) for n in range(count)])
+    runtime.pull_images([ImageSpec("fill-%d:1" % n, size=3 * MIB, share_base=False) for n in range(count)])
     pod = runtime.run_pod("dead")
     runtime.add_container(pod, "gone", "fill-0:1", "exited")
 

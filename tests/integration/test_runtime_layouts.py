@@ -55,7 +55,7 @@ def test_k3s_rke2_containerd_matches_config_dump_and_is_never_edited(ansible, ro
 def test_kubespray_containerd(ansible, root, version):
     install_layout("containerd-kubespray-v%d" % version, root)
     config = root + "/etc/containerd/config.toml"
-    binary = containerd_binary("containerd-2")[0]
+    binary = containerd_binary("containerd-2.1")[0]
     res = ok(run(ansible, {"runtime": "containerd", "path": config}))
     if version == 3:
         theirs = dumped(binary, config, 3)

@@ -94,7 +94,7 @@ def test_storage_gc_frees_what_containerd_keeps(ansible, runtime):
 def test_storage_gc_refuses_k8s_io(ansible, runtime):
     if runtime.kind == "cri-o":
         return
-    runtime.import_images([ImageSpec("registry.k8s.io/refuse:1", size=so.MIB)])
+    runtime.pull_images([ImageSpec("registry.k8s.io/refuse:1", size=so.MIB)])
     res = run(ansible, runtime, namespaces=["moby", "k8s.io"])
     assert res.get("failed") and res["changed"] is False
     assert "k8s.io" in res["msg"] and res["msg"].count(". ") == 0
@@ -102,7 +102,7 @@ def test_storage_gc_refuses_k8s_io(ansible, runtime):
 
 
 def _crio(ansible, runtime):
-    runtime.import_images([ImageSpec("registry.k8s.io/crio-storage:1", size=so.MIB)])
+    runtime.pull_images([ImageSpec("registry.k8s.io/crio-storage:1", size=so.MIB)])
     images = sorted(img.id for img in runtime.client.list_images())
     for check in (True, False):
         res = run(ansible, runtime, check=check, **ARGS)

@@ -11,7 +11,7 @@
 #   containerd-1.7  the base image with the containerd binaries of Debian trixie's package
 #                   from $KUBENODE_GC_NODE_CONTAINERD_1_7 (a directory with containerd,
 #                   containerd-shim-runc-v2 and ctr), config version 2
-#   containerd-2    the same with Debian sid's package from $KUBENODE_GC_NODE_CONTAINERD_2,
+#   containerd-2.1    the same with Debian sid's package from $KUBENODE_GC_NODE_CONTAINERD_2_1,
 #                   config version 3
 #   crio            the base image with containerd masked and a crio.service for cri-o 1.37;
 #                   cri-o's binaries are not in the image: run it with ../shared/runtimes
@@ -25,8 +25,9 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-MIRROR=${KUBENODE_GC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-RUNTIMES=(containerd-1.6 containerd-1.7 containerd-2 crio)
+# the Debian archive the host's own apt sources name (no mirror host is written in this repository)
+MIRROR=${KUBENODE_GC_DEBIAN_MIRROR:-$(cd "$HERE/../.." && /usr/bin/python3 -m devtools.fetch --mirror)}
+RUNTIMES=(containerd-1.6 containerd-1.7 containerd-2.1 crio)
 
 # a tag hashes the code and files that make the image (declare -f: the function's text)
 base_image() { echo "kubenode-gc/node:bookworm-$( (declare -f build_base; cat "$HERE/containerd-config.toml") | sha256sum | cut -c1-12)"; }
@@ -34,7 +35,7 @@ base_image() { echo "kubenode-gc/node:bookworm-$( (declare -f build_base; cat "$
 # the directory of a containerd variant's binaries
 bin_dir_of() {
   local dir
-  case $1 in containerd-1.7) dir=${KUBENODE_GC_NODE_CONTAINERD_1_7:-} ;; containerd-2) dir=${KUBENODE_GC_NODE_CONTAINERD_2:-} ;; esac
+  case $1 in containerd-1.7) dir=${KUBENODE_GC_NODE_CONTAINERD_1_7:-} ;; containerd-2.1) dir=${KUBENODE_GC_NODE_CONTAINERD_2_1:-} ;; esac
   if [ -z "$dir" ] || [ ! -x "$dir/containerd" ]; then
     echo "build.sh: $1 needs its containerd binaries: run python -m devtools.cli node-image $1" >&2
     return 1
@@ -46,7 +47,7 @@ bin_dir_of() {
 variant_files() {
   case $1 in
     containerd-1.7) echo "$HERE/containerd-config.toml" ;;
-    containerd-2) echo "$HERE/containerd-config-v3.toml" ;;
+    containerd-2.1) echo "$HERE/containerd-config-v3.toml" ;;
     crio) echo "$HERE/crio/crio.service $HERE/crio/crio.conf $HERE/crio/00-kubenode-node.conf $HERE/crio/storage.conf $HERE/crio/policy.json" ;;
   esac
 }
@@ -112,12 +113,12 @@ build_variant() {
   trap "rm -rf '$work'" RETURN
   mkdir -p "$work/layer"
   case $runtime in
-    containerd-1.7 | containerd-2)
+    containerd-1.7 | containerd-2.1)
       bin=$(bin_dir_of "$runtime")
       echo "build.sh: $runtime: $("$bin/containerd" --version)" >&2
       mkdir -p "$work/layer/usr/bin" "$work/layer/etc/containerd"
       cp "$bin/containerd" "$bin/containerd-shim-runc-v2" "$bin/ctr" "$work/layer/usr/bin/"
-      if [ "$runtime" = containerd-2 ]; then
+      if [ "$runtime" = containerd-2.1 ]; then
         cp "$HERE/containerd-config-v3.toml" "$work/layer/etc/containerd/config.toml"
       else
         cp "$HERE/containerd-config.toml" "$work/layer/etc/containerd/config.toml"

@@ -1,0 +1,170 @@
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A container registry on the loopback, so that test images reach a runtime as the kubelet's do: through PullImage.
+
+Debian 12's ``docker-registry`` (distribution 2.8) serves plain HTTP on 127.0.0.1 and a free port, its storage in a
+temporary directory.  ``push()`` copies an offline-built docker-archive into it with ``skopeo`` (layers gzip-compressed,
+as registries serve them).
+
+Images keep their real names (``registry.k8s.io/pause:3.9``, ``quay.io/example/app:1``): the registry holds each
+upstream host's repositories under a path named after the host (``127.0.0.1:PORT/quay.io/example/app``) and every
+runtime is configured with that path as the host's mirror, as a node behind a pull-through mirror is:
+
+* containerd (1.6 and later): ``config_path`` naming a ``certs.d`` directory, one ``hosts.toml`` per upstream host
+  whose mirror is ``http://127.0.0.1:PORT/v2/<host>`` with ``override_path = true`` (``containerd_hosts_dir``);
+* cri-o (containers/image): a ``registries.conf`` with one ``[[registry]]`` per host whose ``location`` is
+  ``127.0.0.1:PORT/<host>``, ``insecure = true`` (``registries_conf``), given through ``CONTAINERS_REGISTRIES_CONF``.
+
+A pulled image therefore carries the labels, digests and leases of a real pull (``containerd.io/distribution.source.
+quay.io=example/app``, repo digests of the upstream name), and its compressed layers stay in the content store.
+
+One registry serves the whole process (``shared()``): it starts on first use and stops at exit.
+"""
+
+import atexit
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+REGISTRY_BIN = os.environ.get("KUBENODE_GC_REGISTRY_BIN", "/usr/bin/docker-registry")
+SKOPEO = "skopeo"
+
+# the upstream hosts the harness's images may be named after: each gets a mirror in every runtime's configuration
+DEFAULT_HOSTS = ("docker.io", "registry.k8s.io", "quay.io", "registry.example", "registry.example.com", "k8s.gcr.io", "gcr.io", "ghcr.io")
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def split_ref(ref):
+    """('quay.io', 'example/app', 'latest') of a reference as the runtimes normalise it (docker.io/library for short
+    names, ':latest' for none)."""
+    from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import normalize_image_ref  # pylint: disable=import-outside-toplevel
+
+    full = normalize_image_ref(ref)
+    host, _, rest = full.partition("/")
+    if "@" in rest:
+        repo, _, tag = rest.partition("@")
+    else:
+        repo, _, tag = rest.rpartition(":")
+    return host, repo, tag
+
+
+class Registry:
+    """One docker-registry process on 127.0.0.1 with its own storage."""
+
+    def __init__(self, workdir=None):
+        self.workdir = os.path.realpath(workdir or tempfile.mkdtemp(prefix="kubenode-gc-registry-"))
+        self.port = None
+        self.proc = None
+        self.pushed = {}  # tag -> config digest of what the registry holds under that tag
+        self._lock = threading.Lock()
+
+    @property
+    def address(self):
+        return "127.0.0.1:%d" % self.port
+
+    def start(self, timeout=30):
+        if not os.access(REGISTRY_BIN, os.X_OK):
+            raise RuntimeError("no %s: install Debian's docker-registry package (scripts/setup.sh does)" % REGISTRY_BIN)
+        storage = os.path.join(self.workdir, "storage")
+        os.makedirs(storage, exist_ok=True)
+        for _ in range(5):
+            self.port = _free_port()
+            config = os.path.join(self.workdir, "config.yml")
+            with open(config, "w", encoding="utf-8") as f:
+                f.write("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\n"
+                        "  delete:\n    enabled: true\nhttp:\n  addr: %s\n" % (storage, self.address))
+            log = open(os.path.join(self.workdir, "registry.log"), "ab")
+            self.proc = subprocess.Popen([REGISTRY_BIN, "serve", config], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+            log.close()
+            deadline = time.time() + timeout
+            while self.proc.poll() is None and time.time() < deadline:
+                try:
+                    with urllib.request.urlopen("http://%s/v2/" % self.address, timeout=2) as answer:
+                        if answer.status == 200:
+                            return self
+                except (urllib.error.URLError, OSError):
+                    time.sleep(0.05)
+            self.stop(keep_storage=True)  # the port was taken between the probe and the bind: another one
+        raise RuntimeError("docker-registry did not start; see %s" % os.path.join(self.workdir, "registry.log"))
+
+    def stop(self, keep_storage=False):
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            self.proc = None
+        if not keep_storage:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def repository(self, ref):
+        """Where the registry keeps ``ref``: ``127.0.0.1:PORT/<host>/<repo>:<tag>``."""
+        host, repo, tag = split_ref(ref)
+        return "%s/%s/%s%s%s" % (self.address, host, repo, "@" if tag.startswith("sha256:") else ":", tag)
+
+    def push(self, archive, tag, digest=None):
+        """Copy the image ``tag`` of the docker-archive ``archive`` into the registry under its own name (not again when
+        it already holds that tag with the config ``digest``)."""
+        host = split_ref(tag)[0]
+        if host not in DEFAULT_HOSTS:
+            raise ValueError("%s: the harness's runtimes mirror only %s; add the host to devtools.registry.DEFAULT_HOSTS" % (tag, ", ".join(DEFAULT_HOSTS)))
+        with self._lock:
+            if digest is not None and self.pushed.get(tag) == digest:
+                return
+        cmd = [SKOPEO, "copy", "--quiet", "--dest-tls-verify=false", "--dest-compress-format", "gzip",
+               "docker-archive:%s:%s" % (archive, tag), "docker://" + self.repository(tag)]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), out.returncode, out.stderr.strip()))
+        with self._lock:
+            self.pushed[tag] = digest
+
+    # -- what a runtime needs to pull from it ----------------------------------------------------
+
+    def containerd_hosts_dir(self, directory, hosts=DEFAULT_HOSTS):
+        """Write containerd's ``certs.d`` tree (one ``hosts.toml`` per upstream host) into ``directory``; return it."""
+        for host in hosts:
+            os.makedirs(os.path.join(directory, host), exist_ok=True)
+            with open(os.path.join(directory, host, "hosts.toml"), "w", encoding="utf-8") as f:
+                f.write('server = "https://%s"\n\n[host."http://%s/v2/%s"]\n  capabilities = ["pull", "resolve"]\n  override_path = true\n'
+                        % (host, self.address, host))
+        return directory
+
+    def registries_conf(self, path, hosts=DEFAULT_HOSTS):
+        """Write a containers-registries.conf(5) mirroring every upstream host to the registry; return ``path``."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("# written by devtools.registry: every host below is served by the harness's registry\n")
+            f.write('unqualified-search-registries = ["docker.io"]\nshort-name-mode = "permissive"\n')
+            for host in hosts:
+                f.write('\n[[registry]]\nprefix = "%s"\nlocation = "%s/%s"\ninsecure = true\n' % (host, self.address, host))
+        return path
+
+
+_SHARED = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared():
+    """The process's registry, started on first use and stopped when the process exits."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None or _SHARED.proc is None or _SHARED.proc.poll() is not None:
+            _SHARED = Registry().start()
+            atexit.register(_SHARED.stop)
+        return _SHARED
