@@ -15,7 +15,9 @@ description:
     minus free blocks) and attributes them to disjoint categories, each with its largest objects.
   - "On containerd the categories come from containerd's own API in every namespace (images, content, ingests, snapshots of
     every snapshotter containerd runs, as its introspection API lists them, leases, containers, sandboxes), following the
-    references containerd's garbage collector follows (the model M(kubenode.gc.storage_gc) describes), so every byte counts
+    references containerd's garbage collector of the running release line follows (the model M(kubenode.gc.storage_gc)
+    describes: back references from 2.2, conditional references from 2.3; a version of another line gets the newest line's
+    rules and a warning), so every byte counts
     once, in the first category that claims it, in this order: V(k8s_images), V(other_namespace_images), V(writable_layers),
     V(leased), V(unreferenced_snapshots); V(stale_ingests) and V(container_logs) are separate files."
   - Sizes come from the runtime's APIs (content sizes, C(snapshots.Usage) of snapshots, CRI C(ListContainerStats) for the
@@ -104,7 +106,8 @@ categories:
     - V(leased) are blobs and snapshots kept only by leases, per lease with C(expires) (its C(containerd.io/gc.expire)
       label), C(expired) and C(age_seconds).
     - V(unreferenced_snapshots) are the snapshots and blobs (C(kind) V(snapshot) with its C(snapshotter), or V(content)) no
-      image, container or lease references. First those a C(containerd.io/gc.root) label keeps (C(gc_root=true), with what
+      image, container or lease references. First those a C(containerd.io/gc.root) label (from containerd 2.2, any label key
+      that starts so) keeps (C(gc_root=true), with what
       they reference), which containerd's GC keeps for ever and M(kubenode.gc.storage_gc) releases only with
       O(kubenode.gc.storage_gc#module:release_gc_roots); then those nothing keeps (C(gc_root=false)), which containerd's next
       garbage collection removes. Each with C(age_seconds) since it was created.

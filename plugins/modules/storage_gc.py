@@ -17,21 +17,33 @@ description:
   - The module never deletes a blob or a snapshot itself. It removes only roots it chose (stale ingests, old leases, images of
     O(namespaces) and, with O(release_gc_roots), C(containerd.io/gc.root) labels), then runs containerd's synchronous garbage
     collection once, which frees whatever only those roots kept. containerd's collector is the single judge of what is referenced.
-  - "The plan predicts that collection with a model of containerd's collector (C(metadata/gc.go) in 1.6 and 1.7,
-    C(core/metadata/gc.go) in 2.x). Its roots: every lease whose C(containerd.io/gc.expire) has not passed, with the blobs,
-    snapshots, ingests and (2.x) images it holds (without their references when it is labelled C(containerd.io/gc.flat));
-    every image record (2.x: until its C(containerd.io/gc.expire)); every ingest outside a lease, for 24 hours; every blob
-    and snapshot labelled C(containerd.io/gc.root); every container (its snapshot and labels); every sandbox record (its labels).
-    An image references its target blob, a snapshot its parent, an ingest the blob it expects, and any object what its
-    C(containerd.io/gc.ref.content*), C(containerd.io/gc.ref.snapshot.<snapshotter>) and (2.x) C(containerd.io/gc.ref.image*)
-    labels name, in its namespace. What no root reaches is collected."
-  - Works on containerd 1.6, 1.7 and 2.x. On cri-o it returns RV(supported=false) with one warning naming the safe procedure
-    (drain the node, C(crio wipe)) and changes nothing.
+  - "The plan predicts that collection with a model of containerd's collector, the rules of the release line containerd runs
+    (its version, from the CRI): C(metadata/gc.go) of 1.6 and 1.7, C(core/metadata/gc.go) of 2.0/2.1, 2.2 and 2.3. Its roots:
+    every lease whose C(containerd.io/gc.expire) has not passed, with the blobs, snapshots, ingests and (2.x) images it holds
+    (without their references when it is labelled C(containerd.io/gc.flat)); every image record (2.x: until its
+    C(containerd.io/gc.expire)); every ingest with an expiry of its own that has not passed (see B(Ingests)); every blob and
+    snapshot labelled C(containerd.io/gc.root) (from 2.2: with any label key that starts so); every container (its snapshot
+    and labels); every sandbox record (1.7 and later: its labels). An image references its target blob, a snapshot its
+    parent, an ingest the blob it expects, and any object what its C(containerd.io/gc.ref.content*),
+    C(containerd.io/gc.ref.snapshot.<snapshotter>) and (2.x) C(containerd.io/gc.ref.image*) labels name, in its namespace.
+    From 2.2 an object labelled C(containerd.io/gc.bref.container*), C(containerd.io/gc.bref.content*),
+    C(containerd.io/gc.bref.image*) or C(containerd.io/gc.bref.snapshot.<snapshotter>) (a blob, a snapshot, a container, an
+    expired image record: what containerd 2.3's transfer service writes for the extra names of an image pulled under several)
+    is kept as long as the object it names is. From 2.3 a C(containerd.io/gc.cond.snapshot*) label of an image record or a
+    blob (V(usedat<DURATION|KEY) or V(usedat>DURATION|KEY)) keeps that snapshot while the object is kept and the snapshot's
+    C(containerd.io/gc.cond.value-usedat) time is younger or older than the duration. What no root reaches is collected."
+  - Works on containerd 1.6, 1.7, 2.0, 2.1, 2.2 and 2.3. A version of another line gets the newest line's rules (an older
+    1.x gets 1.6's), and a warning says so. On cri-o it returns RV(supported=false) with one warning naming the safe
+    procedure (drain the node, C(crio wipe)) and changes nothing.
   - "Object kinds, what containerd's own garbage collector already does with each, and why this module's action is safe:"
   - "B(Ingests) (partial downloads, C(content.ListStatuses), one per namespace that opened it): containerd's GC keeps an ingest
-    as long as a lease holds it, or 24 hours after it was opened outside a lease. The module aborts (C(content.Abort)), in each
-    namespace, the ingests not written to for longer than O(ingest_max_age) (their C(updated_at)): a live download writes
-    continuously, so it is never one of them."
+    as long as a lease holds it, or, outside a lease, until an expiry of its own, which containerd writes (24 hours ahead)
+    only on an ingest opened outside any lease: an ingest opened in a lease goes at the next collection once that lease is
+    gone (after an aborted pull). The module aborts (C(content.Abort)), in each namespace, the ingests not written to for
+    longer than O(ingest_max_age) (their C(updated_at)): a live download writes continuously, so it is never one of them.
+    containerd's API does not show an ingest's own expiry: the plan takes an ingest a lease holds (or held, when the plan
+    deletes that lease) to have none, as every pull opens its ingests in a lease, and keeps an ingest no lease holds, as
+    containerd does with an expiry; a warning names those, which containerd removes if they have none."
   - "B(Leases): a lease keeps every blob, snapshot, ingest and image it names; the GC removes a lease only when it runs
     after the lease's C(containerd.io/gc.expire) label has passed, and a lease without that label lives for ever (pulls
     hold one for 24 hours by default, containerd/containerd#4667). The module deletes leases whose expiry has passed (the GC
@@ -45,8 +57,9 @@ description:
     C(containerd.io/gc.ref.*) labels name stays with that record)."
   - "B(Blobs and snapshots): the GC removes those no root reaches, in every namespace and snapshotter. One labelled
     C(containerd.io/gc.root) (what C(ctr snapshots prepare) and C(commit), builders and other tools leave) is a root: the
-    GC keeps it, and what it references, for ever. The module keeps those too, and reports them (M(kubenode.gc.disk_usage)
-    lists them with C(gc_root) and their age); with O(release_gc_roots) it removes the label (C(snapshots.Update),
+    GC keeps it, and what it references, for ever (from containerd 2.2, any label key that starts with
+    C(containerd.io/gc.root) does the same). The module keeps those too, and reports them (M(kubenode.gc.disk_usage) lists
+    them with C(gc_root) and their age); with O(release_gc_roots) it removes those labels (C(snapshots.Update),
     C(content.Update)) from those that nothing else references, so that the GC collects them. The active snapshot of every
     container, running or not, is referenced by its container, and an unpack in progress holds its snapshots through the
     pull's lease, so neither is ever collected."
@@ -101,8 +114,9 @@ options:
     type: str
   release_gc_roots:
     description:
-      - Also remove the C(containerd.io/gc.root) label from the blobs and snapshots that it alone keeps (nothing else would
-        reference them once the planned roots are gone), so that containerd's garbage collection frees them.
+      - Also remove the C(containerd.io/gc.root) label (on containerd 2.2 and later, every label whose key starts with it)
+        from the blobs and snapshots that it alone keeps (nothing else would reference them once the planned roots are
+        gone), so that containerd's garbage collection frees them.
       - Unset, such objects stay, and check mode does not list them.
     type: bool
     default: false
@@ -146,9 +160,10 @@ plan:
   description:
     - "What the run frees, in order, each with C(kind), C(namespace), C(id) and C(bytes) (and C(snapshotter) for a snapshot).
       First what the module removes: V(ingest) (ref), V(lease) (id), V(image) (name), and with O(release_gc_roots) V(gc_root)
-      (a blob's digest, or a snapshot's key with its C(snapshotter), whose C(containerd.io/gc.root) label goes). Then what
+      (a blob's digest, or a snapshot's key with its C(snapshotter), whose C(containerd.io/gc.root) labels go). Then what
       containerd's collection frees after them, as the model of its collector predicts: V(content) (digest), V(snapshot)
-      (key), and any V(lease), V(ingest) or (2.x) V(image) it removes by itself."
+      (key), and any V(lease), V(ingest) or (2.x) V(image) it removes by itself (the module never removes those itself: an
+      ingest whose lease the plan deletes, an expired image record)."
     - "C(bytes): what the object itself takes: an ingest's written bytes, a snapshot's usage, a blob's size (on the last record
       of that digest, a blob being one file for every namespace), 0 for the records and labels. So the plan's bytes add up
       to what the run frees. The same in check mode and for real."

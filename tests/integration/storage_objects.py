@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 
-from devtools.images import ImageSpec, build_archive
+from devtools.images import ImageSpec, build_archive, go_arch
 
 MIB = 1 << 20
 # known sizes of what the scenario creates
@@ -58,6 +58,24 @@ def _varint(n):
 
 def _field(number, data):
     return _varint(number << 3 | 2) + _varint(len(data)) + data
+
+
+def _number(number, value):
+    return _varint(number << 3) + _varint(value)
+
+
+def _grpc(runtime, method, request, namespace, lease=None, stream=False, timeout=30):
+    """One call of containerd's API with a hand-encoded request (raw bytes); ``lease``: the call runs in that lease, as a
+    client's leases.WithLease context sends it (the containerd-lease header)."""
+    import grpc
+
+    metadata = (("containerd-namespace", namespace),) + ((("containerd-lease", lease),) if lease else ())
+    with grpc.insecure_channel(runtime.endpoint) as channel:
+        if stream:
+            fn = channel.stream_stream(method, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+            return list(fn(iter([request]), timeout=timeout, metadata=metadata))
+        fn = channel.unary_unary(method, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        return fn(request, timeout=timeout, metadata=metadata)
 
 
 def lease_add_content(runtime, namespace, lease_id, digest):
@@ -207,18 +225,41 @@ def held_blob(runtime, namespace, hold, name, size, *labels):
 
 
 def lease_add(runtime, namespace, lease_id, rid, rtype):
-    """leases.AddResource (not in ctr) of any resource type (content, snapshots/<snapshotter>, ingests):
+    """leases.AddResource (not in ctr) of any resource type (content, snapshots/<snapshotter>, ingests, images):
     AddResourceRequest{id=1, resource=2{id=1, type=2}}, hand-encoded."""
-    import grpc
-
-    with grpc.insecure_channel(runtime.endpoint) as channel:
-        fn = channel.unary_unary("/containerd.services.leases.v1.Leases/AddResource", request_serializer=lambda b: b,
-                                 response_deserializer=lambda b: b)
-        request = _field(1, lease_id.encode()) + _field(2, _field(1, rid.encode()) + _field(2, rtype.encode()))
-        fn(request, timeout=30, metadata=(("containerd-namespace", namespace),))
+    request = _field(1, lease_id.encode()) + _field(2, _field(1, rid.encode()) + _field(2, rtype.encode()))
+    _grpc(runtime, "/containerd.services.leases.v1.Leases/AddResource", request, namespace)
 
 
-def create_gc_fixtures(runtime, size=MIB):
+def leased_ingest(runtime, namespace, lease_id, ref, size):
+    """An ingest opened in lease ``lease_id`` and cut off mid-way, as a pull leaves one: content.Write (a stream of one
+    WriteContentRequest{action=1 WRITE, ref=2, total=3, expected=4, offset=5, data=6}) with the lease header, closed
+    without a commit. containerd adds it to the lease and writes it no expiry of its own."""
+    data = random.Random(namespace + ref).randbytes(size)
+    expected = "sha256:" + hashlib.sha256(data * 3).hexdigest()
+    request = _number(1, 1) + _field(2, ref.encode()) + _number(3, 3 * size) + _field(4, expected.encode()) + _number(5, 0) + _field(6, data)
+    _grpc(runtime, "/containerd.services.content.v1.Content/Write", request, namespace, lease=lease_id, stream=True)
+    assert ref in ctr_ok(runtime, namespace, "content", "active")
+
+
+def transfer_pull(runtime, namespace, reference, extra=(), snapshotter="overlayfs"):
+    """Pull ``reference`` through containerd's transfer service (2.x) from the harness's registry (the runtime's registry
+    hosts directory mirrors its host there), storing it under ``extra`` names too, and unpack it:
+    Transfer(TransferRequest{source=1 Any(OCIRegistry{reference=1, resolver=2{host_dir=3}}), destination=2
+    Any(ImageStore{name=1, platforms=3, extra_references=6{name=1}, unpacks=10{platform=1, snapshotter=2}})}),
+    hand-encoded (ctr's pull stores one name)."""
+    def any_of(type_url, value):
+        return _field(1, type_url.encode()) + _field(2, value)
+
+    platform = _field(1, b"linux") + _field(2, go_arch().encode())
+    source = _field(1, reference.encode()) + _field(2, _field(3, runtime.hosts_dir().encode()))
+    store = (_field(1, reference.encode()) + _field(3, platform) + b"".join(_field(6, _field(1, name.encode())) for name in extra)
+             + _field(10, _field(1, platform) + _field(2, snapshotter.encode())))
+    request = _field(1, any_of("containerd.types.transfer.OCIRegistry", source)) + _field(2, any_of("containerd.types.transfer.ImageStore", store))
+    _grpc(runtime, "/containerd.services.transfer.v1.Transfer/Transfer", request, namespace, timeout=120)
+
+
+def create_gc_fixtures(runtime, line, size=MIB):
     """Objects of every kind containerd's collector follows, outside k8s.io; returns their names.
 
     gc-tools (never listed): a ctr-made gc.root snapshot on overlayfs and one on native; a chain kept only by an image
@@ -226,7 +267,9 @@ def create_gc_fixtures(runtime, size=MIB):
     its gc.ref.content label names); a flat lease holding a blob (whose gc.ref.content label it does not follow) and a
     chain's top (whose parent it keeps); a plain lease holding a blob that names another. gc-drop (listed): an image
     whose record labels name a chain and a blob. Every gc.root that ctr sets on the chains is removed once what keeps
-    them is in place; the last step runs containerd's collection, so what none of it keeps is gone when this returns."""
+    them is in place; the last step runs containerd's collection, so what none of it keeps is gone when this returns.
+    Then the labels of later collectors (``_newer_labels``, on every ``line``: the collector's release line) and, on
+    containerd 2.x, an image pulled under two names in each namespace (``_two_name_pulls``)."""
     t, d = "gc-tools", "gc-drop"
     names = {}
     for ns in (t, d):
@@ -270,9 +313,88 @@ def create_gc_fixtures(runtime, size=MIB):
     for ns, snaps in ((t, [base, top, base2, top2, base3, top3]), (d, [base4, top4])):
         for key in snaps:
             label_snapshot(runtime, ns, key, GC_ROOT + "=")
+    _newer_labels(runtime, names, size // 4, line)
+    if line >= "2.0":
+        _two_name_pulls(runtime, names, size // 4)
     for ns in (t, d):
         ctr_ok(runtime, ns, "leases", "rm", "--sync", "fixture-hold")  # --sync: containerd's collection has run
     return names
+
+
+def rfc3339(seconds):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def _held_chain(runtime, namespace, prefix, size, lease_id, *top_labels):
+    """A chain <prefix>-base <- <prefix>-top kept only by lease ``lease_id`` (which holds its top), ``top_labels`` on the top."""
+    base, top = chain(runtime, namespace, prefix, size)
+    lease_add(runtime, namespace, lease_id, top, "snapshots/overlayfs")
+    if top_labels:
+        label_snapshot(runtime, namespace, top, *top_labels)
+    for key in (base, top):
+        label_snapshot(runtime, namespace, key, GC_ROOT + "=")
+    return [base, top]
+
+
+def _newer_labels(runtime, names, size, line):
+    """The labels containerd's later collectors follow, on objects of gc-tools, made on every line: where a line does not
+    follow them they are plain labels. Each is kept by plain-lease until the test removes that lease, unless it is a root
+    anyway, so that the test's own collection decides it:
+
+    - back references (2.2+): a blob to the kept image, a chain's top to the ctr container, a blob to the container's
+      blob, a snapshot to the image chain's top, and an image record (another name of gc-kept:1, expired, as containerd
+      2.3's transfer service writes an extra name) to gc-kept:1;
+    - the gc.root prefix (2.2+): a blob held by plain-lease with a gc.root.* key only; a snapshot with a gc.root.* key only
+      (a root on 2.2+, nothing older); a blob with both gc.root and a gc.root.* key (a root on every line);
+    - conditional references (2.3): gc-kept:1's labels keep a chain used now while used less than an hour ago, not a
+      chain used three hours ago, and keep that one's twin while used more than two hours ago;
+    - an ingest opened in plain-lease (it goes with the lease) and one outside any lease (containerd keeps it for 24
+      hours; its expiry is not in the API)."""
+    t = "gc-tools"
+    kept = "docker.io/library/gc-kept:1"
+    names["bref_image"] = held_blob(runtime, t, "plain-lease", "bref-image", size, "containerd.io/gc.bref.image=" + kept)
+    names["bref_container_chain"] = _held_chain(runtime, t, "bref-ctr", size, "plain-lease", "containerd.io/gc.bref.container=tool-ctr")
+    names["bref_blob"] = held_blob(runtime, t, "plain-lease", "bref-blob", size, "containerd.io/gc.bref.content.x=" + names["container_blob"])
+    names["bref_snapshot"] = write_snapshot(runtime, t, "bref-snap", size)
+    lease_add(runtime, t, "plain-lease", names["bref_snapshot"], "snapshots/overlayfs")
+    label_snapshot(runtime, t, names["bref_snapshot"], "containerd.io/gc.bref.snapshot.overlayfs/y=" + names["image_chain"][1], GC_ROOT + "=")
+    names["alias"] = "docker.io/library/gc-kept-alias:1"
+    ctr_ok(runtime, t, "images", "tag", kept, names["alias"])
+    if line >= "2.0":  # 1.x leases hold no images (and 1.x never collects an image record)
+        lease_add(runtime, t, "plain-lease", names["alias"], "images")
+    ctr_ok(runtime, t, "images", "label", names["alias"], "containerd.io/gc.bref.image=" + kept, "containerd.io/gc.expire=2020-01-01T00:00:00Z")
+    names["prefix_held"] = held_blob(runtime, t, "plain-lease", "prefix-held", size, "containerd.io/gc.root.kubenode=held")
+    names["prefix_both"] = held_blob(runtime, t, "fixture-hold", "prefix-both", size, GC_ROOT + "=tool", "containerd.io/gc.root.kubenode=both")
+    names["prefix_snapshot"] = write_snapshot(runtime, t, "prefix-rw", size)
+    label_snapshot(runtime, t, names["prefix_snapshot"], "containerd.io/gc.root.kubenode=snap", GC_ROOT + "=")
+    now = time.time()
+    names["cond_kept_chain"] = _held_chain(runtime, t, "cond-kept", size, "plain-lease", "containerd.io/gc.cond.value-usedat=" + rfc3339(now))
+    names["cond_old_chain"] = _held_chain(runtime, t, "cond-old", size, "plain-lease", "containerd.io/gc.cond.value-usedat=" + rfc3339(now - 3 * 3600))
+    names["cond_stale_chain"] = _held_chain(runtime, t, "cond-stale", size, "plain-lease", "containerd.io/gc.cond.value-usedat=" + rfc3339(now - 3 * 3600))
+    ctr_ok(runtime, t, "images", "label", kept, "containerd.io/gc.cond.snapshot.overlayfs=usedat<1h|" + names["cond_kept_chain"][1],
+           "containerd.io/gc.cond.snapshot.overlayfs/old=usedat<1h|" + names["cond_old_chain"][1],
+           "containerd.io/gc.cond.snapshot.overlayfs/stale=usedat>2h|" + names["cond_stale_chain"][1])
+    names["leased_ingest"] = "pull-cut-off"
+    leased_ingest(runtime, t, "plain-lease", names["leased_ingest"], size)
+    names["unleased_ingest"] = "ingest-cut-off"
+    stale_ingest(runtime, t, names["unleased_ingest"], size)
+
+
+def _two_name_pulls(runtime, names, size):
+    """An image pulled under two names through containerd's transfer service from the harness's registry, in gc-tools
+    (kept) and in gc-drop (its names go with the namespace's images); containerd 2.3 labels the extra name
+    gc.bref.image and a past gc.expire."""
+    for ns, key, ref in (("gc-tools", "pulled", "docker.io/library/gc-pulled:1"), ("gc-drop", "drop_pulled", "docker.io/library/gc-drop-pulled:1")):
+        fd, path = tempfile.mkstemp(prefix="push-", suffix=".tar", dir=runtime.workdir)
+        os.close(fd)
+        try:
+            digests = build_archive(path, [ImageSpec(ref, size=size, share_base=False)])
+            runtime.registry.push(path, ref, digests[ref])
+        finally:
+            os.unlink(path)
+        alias = ref.replace(":1", "-alias:1")
+        transfer_pull(runtime, ns, ref, extra=[alias])
+        names[key] = [ref, alias]
 
 
 def namespaces(runtime):

@@ -330,6 +330,8 @@ def validate(values):
     if values["containerLogMaxFiles"] < 2:
         errors.append(PREFIX + "containerLogMaxFiles (--container-log-max-files) %d must be greater than 1" % values["containerLogMaxFiles"])
     logs_dir = values["podLogsDir"]
+    if logs_dir == "":  # only a drop-in can leave it empty: the file's empty value is defaulted, a drop-in's is not
+        errors.append(PREFIX + "podLogsDir was not specified")
     if not logs_dir.startswith("/"):
         errors.append(PREFIX + "pod logs path %s must be absolute path" % json.dumps(logs_dir, ensure_ascii=False))
     if _go_clean(logs_dir) != logs_dir:

@@ -172,10 +172,10 @@ class ContainerdClient:
         """Info (digest, size, labels, created_at) of every blob of the namespace: one streaming call."""
         return self._stream("content", "List", namespace, content_pb.ListContentRequest(), "info")
 
-    def remove_content_label(self, namespace, digest, label):
-        """Remove one label of a blob (content.Update with the mask ``labels.<label>`` and no value)."""
+    def remove_content_labels(self, namespace, digest, labels):
+        """Remove labels of a blob in one call (content.Update with the mask ``labels.<label>`` of each and no value)."""
         request = content_pb.UpdateRequest(info=content_pb.Info(digest=digest))
-        request.update_mask.paths.append("labels." + label)
+        request.update_mask.paths.extend("labels." + label for label in labels)
         self._call("content", "Update", namespace, request)
 
     def delete_content(self, namespace, digest):
@@ -197,10 +197,10 @@ class ContainerdClient:
         """Start one Usage call; ``result()`` gives the UsageResponse (size, inodes) or raises ContainerdError."""
         return self._future("snapshots", "Usage", namespace, snapshots_pb.UsageRequest(snapshotter=snapshotter, key=key))
 
-    def remove_snapshot_label(self, namespace, snapshotter, key, label):
-        """Remove one label of a snapshot (snapshots.Update with the mask ``labels.<label>`` and no value)."""
+    def remove_snapshot_labels(self, namespace, snapshotter, key, labels):
+        """Remove labels of a snapshot in one call (snapshots.Update with the mask ``labels.<label>`` of each and no value)."""
         request = snapshots_pb.UpdateSnapshotRequest(snapshotter=snapshotter, info=snapshots_pb.Info(name=key))
-        request.update_mask.paths.append("labels." + label)
+        request.update_mask.paths.extend("labels." + label for label in labels)
         self._call("snapshots", "Update", namespace, request)
 
     def remove_snapshot(self, namespace, snapshotter, key):

@@ -10,8 +10,8 @@
 Per namespace: images.List, content.List (one stream: digest, size, labels), content.ListStatuses
 (ingests), containers.ListStream (with the CRI plugin's metadata extension, kept unparsed), the sandbox
 store's List, leases.List plus leases.ListResources per lease, and snapshots.List per snapshotter (every
-snapshotter plugin containerd runs, as its introspection API says, plus any other one a container or
-label names). Sizes come from the API, never from walking the store: blobs from content.List, snapshots
+snapshotter plugin containerd runs, as its introspection API says, plus any other one a container or a
+snapshot-naming label names). Sizes come from the API, never from walking the store: blobs from content.List, snapshots
 from snapshots.Usage (only for the snapshots whose size is attributed, USAGE_CONCURRENCY calls in flight).
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import concurrent.futures
 
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import DEFAULT_SNAPSHOTTER, ContainerdError, timestamp_ns
-from ansible_collections.kubenode.gc.plugins.module_utils.containerd._containerd_collector import REF_SNAPSHOT
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd._containerd_collector import named_snapshotters
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd._cri_metadata import CONTAINER_METADATA
 
 USAGE_CONCURRENCY = 64
@@ -65,13 +65,14 @@ def _snapshots(client, ns, snapshotter):
 
 def _record(client, pool, ns, asked, running):
     rec = {"images": [], "content": {}, "ingests": [], "snapshots": {}, "leases": [], "containers": [], "sandboxes": []}
+    snapshotters = set()
     for img in asked["images"].result():
         rec["images"].append({"name": img.name, "target": img.target.digest, "labels": dict(img.labels)})
-    snapshotters = set()
+        snapshotters.update(named_snapshotters(img.labels))
     for info in asked["content"].result():
         labels = dict(info.labels)
         rec["content"][info.digest] = {"size": int(info.size), "labels": labels, "created_ns": timestamp_ns(info.created_at)}
-        snapshotters.update(k[len(REF_SNAPSHOT):].split("/", 1)[0] for k in labels if k.startswith(REF_SNAPSHOT))
+        snapshotters.update(named_snapshotters(labels))
     for st in asked["ingests"].result():
         rec["ingests"].append({"ref": st.ref, "offset": int(st.offset), "total": int(st.total), "expected": st.expected,
                                "started_ns": timestamp_ns(st.started_at), "updated_ns": timestamp_ns(st.updated_at)})
@@ -83,6 +84,7 @@ def _record(client, pool, ns, asked, running):
                                   "snapshot_key": c.snapshot_key, "labels": dict(c.labels), "cri_metadata": meta})
         if c.snapshotter:
             snapshotters.add(c.snapshotter)
+        snapshotters.update(named_snapshotters(c.labels))
     for sb in asked["sandboxes"].result():
         rec["sandboxes"].append({"id": sb.sandbox_id, "labels": dict(sb.labels)})
     leases = asked["leases"].result()

@@ -254,8 +254,11 @@ def run(client, opts, check_mode=False):
         writable = [] if split else writable_layers(stats)
         # the CRI measures its containers' writable layers; the others' (ctr, nerdctl, sandboxes) are snapshots.Usage's
         _inventory.fill_usage(api, inventory, _storage_policy.needs_usage(inventory, {w["id"] for w in writable}))
-        categories = _storage_policy.attribute(inventory, used, writable, _on(logs, image_dev), now,
-                                               _containerd_collector.major(version.runtime_version))
+        # the collector model of the release line containerd runs (an unknown version: the newest, and a warning says so)
+        line, note = _containerd_collector.release_line(version.runtime_version)
+        if note:
+            result["warnings"].append(note)
+        categories = _storage_policy.attribute(inventory, used, writable, _on(logs, image_dev), now, line)
         not_visible = []
     else:
         writable = [] if split else writable_layers(stats)

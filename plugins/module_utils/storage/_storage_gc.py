@@ -9,7 +9,8 @@
 
 The plan is _storage_policy.plan (pure). The module removes roots only, through containerd's own API:
 content.Abort for ingests, leases.Delete, images.Delete, and (release_gc_roots) snapshots.Update or
-content.Update without the gc.root label. It never deletes a blob or a snapshot: one synchronous
+content.Update without the labels that make the object a root (``containerd.io/gc.root``; from containerd 2.2
+every label key that starts with it). It never deletes a blob or a snapshot: one synchronous
 garbage collection (a transient lease deleted with ``sync``) then frees what only those roots kept;
 the run lists containerd's metadata again to report what the collection really removed, and
 measures the freed bytes with statvfs.
@@ -36,8 +37,6 @@ from ansible_collections.kubenode.gc.plugins.module_utils.storage import _storag
 CRIO_WARNING = ("storage_gc does not act on %s: containers/storage has no API to free its storage safely while the runtime "
                 "runs; drain the node, stop the kubelet and cri-o, run 'crio wipe' and start them again.")
 SYNC_LEASE_PREFIX = "kubenode-gc-storage-gc-"
-# the plan's steps the module carries out itself; the others are what containerd's collection then frees
-ACTION_KINDS = _storage_policy.ROOT_KINDS + (_storage_policy.RELEASE_KIND,)
 
 
 def options(params):
@@ -85,13 +84,16 @@ def run(client, opts, check_mode=False):
         result["supported"] = False
         result["warnings"].append(CRIO_WARNING % version.runtime_name)
         return result
-    gc_major = _containerd_collector.major(version.runtime_version)
+    # the collector model of the release line containerd runs (an unknown version: the newest, and a warning says so)
+    line, note = _containerd_collector.release_line(version.runtime_version)
+    if note:
+        result["warnings"].append(note)
     if check_mode:
-        _run_locked(client, opts, True, result, gc_major)
+        _run_locked(client, opts, True, result, line)
         return result
     lock_warnings = []
     with _ledger.NodeLock(_ledger.node_lock_path(client.endpoint), opts["lock_timeout"], what="storage_gc", warnings=lock_warnings):
-        _run_locked(client, opts, False, result, gc_major)
+        _run_locked(client, opts, False, result, line)
     result["warnings"][:0] = lock_warnings
     return result
 
@@ -100,7 +102,7 @@ def _key(step):
     return (step["kind"], step["namespace"], step.get("snapshotter"), step["id"])
 
 
-def _run_locked(client, opts, check_mode, result, gc_major):
+def _run_locked(client, opts, check_mode, result, line):
     imagefs = image_filesystem(read_imagefs(client))
     if imagefs is None:
         raise KubenodeGcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint, result=result)
@@ -110,17 +112,20 @@ def _run_locked(client, opts, check_mode, result, gc_major):
     # listed after containerd's metadata: a sandbox started since has a lease the plan cannot have seen
     sandboxes = [s.id for s in client.list_pod_sandbox()]
     steps = _storage_policy.plan(inventory, opts["namespaces"], keep_matcher(opts["keep_images"]), opts["ingest_max_age"],
-                                 opts["lease_max_age"], time.time_ns(), sandboxes=sandboxes, gc_major=gc_major,
+                                 opts["lease_max_age"], time.time_ns(), sandboxes=sandboxes, line=line,
                                  release_gc_roots=opts["release_gc_roots"])
     result["plan"] = [_shown(s) for s in steps]
+    result["warnings"] += _storage_policy.notes(inventory, steps)
     if check_mode or not steps:
         return
     before = _used(imagefs["mountpoint"])
     result["already_gone"] = []
-    actions = [s for s in steps if s["kind"] in ACTION_KINDS]
+    # the steps the module carries out itself; the others (``collected``) are what containerd's collection then frees,
+    # a lease, ingest or image among them too: the module never removes those itself
+    actions = [s for s in steps if not s.get(_storage_policy.COLLECTED)]
     for step in actions:
         try:
-            _free(api, step)
+            _free(api, step, inventory, line)
         except ContainerdError as exc:
             if exc.code == "NOT_FOUND":
                 # containerd's own GC was first: done, though not by this run
@@ -135,7 +140,7 @@ def _run_locked(client, opts, check_mode, result, gc_major):
     # what containerd's collection really removed: the planned objects no longer listed
     left = _storage_policy.present(_inventory.read(api))
     for step in steps:
-        if step["kind"] in ACTION_KINDS:
+        if not step.get(_storage_policy.COLLECTED):
             continue
         if _key(step) in left:
             result["warnings"].append("containerd's garbage collection kept %s %s in namespace %s, which the plan expected it to free."
@@ -150,7 +155,7 @@ def _shown(step):
     return {k: step[k] for k in ("kind", "namespace", "id", "bytes", "snapshotter") if k in step}
 
 
-def _free(api, step):
+def _free(api, step, inventory, line):
     kind, ns = step["kind"], step["namespace"]
     if kind == "ingest":
         api.abort_ingest(ns, step["id"])
@@ -159,9 +164,11 @@ def _free(api, step):
     elif kind == "image":
         api.delete_image(ns, step["id"], sync=False)
     elif kind == _storage_policy.RELEASE_KIND and step.get("snapshotter") is not None:
-        api.remove_snapshot_label(ns, step["snapshotter"], step["id"], _storage_policy.GC_ROOT)
+        labels = inventory[ns]["snapshots"][(step["snapshotter"], step["id"])]["labels"]
+        api.remove_snapshot_labels(ns, step["snapshotter"], step["id"], _containerd_collector.root_keys(labels, line))
     elif kind == _storage_policy.RELEASE_KIND:
-        api.remove_content_label(ns, step["id"], _storage_policy.GC_ROOT)
+        labels = inventory[ns]["content"][step["id"]]["labels"]
+        api.remove_content_labels(ns, step["id"], _containerd_collector.root_keys(labels, line))
 
 
 # The module's options (plugins/modules/storage_gc.py documents them); here so that kubenode.gc.node_audit runs it too.

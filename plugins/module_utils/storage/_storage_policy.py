@@ -47,6 +47,8 @@ ROOT_KINDS = ("ingest", "lease", "image")
 RELEASE_KIND = "gc_root"
 COLLECTED_KINDS = ("content", "snapshot")
 PLAN_KINDS = ROOT_KINDS + (RELEASE_KIND,) + COLLECTED_KINDS
+# the key marking a plan step as containerd's collection's (not the module's); internal, not in the module's result
+COLLECTED = "collected"
 
 
 def image_groups(ns):
@@ -124,12 +126,13 @@ def _age(now_ns, then_ns):
     return max(0, (now_ns - then_ns) // 1000000000) if then_ns else None
 
 
-def objects(inventory, now_ns, gc_major=2, cri_containers=()):
+def objects(inventory, now_ns, line=gc.NEWEST, cri_containers=()):
     """Every object of the containerd categories, each with the bytes it alone holds, in claim order:
     {category: [object]}. Image objects carry ``names`` (every record) and ``in_use`` (a container of its
     namespace was created from one of them). The k8s.io containers of ``cri_containers`` (ids) are claimed but
-    not listed: the CRI's stats measure their writable layers."""
+    not listed: the CRI's stats measure their writable layers. ``line``: the collector's release line."""
     claims = _Claims(inventory)
+    model = gc.Collector(inventory, now_ns, line)
     out = {"k8s_images": [], "other_namespace_images": [], "writable_layers": [], "stale_ingests": [], "leased": [],
            "unreferenced_snapshots": []}
     namespaces = _namespaces(inventory)
@@ -138,17 +141,17 @@ def objects(inventory, now_ns, gc_major=2, cri_containers=()):
         used = {c["image"] for c in ns["containers"]}
         category = "k8s_images" if namespace == CRI_NAMESPACE else "other_namespace_images"
         for shown, names, target in image_groups(ns):
-            size = claims.take(gc.reach(inventory, [("image", namespace, n) for n in names], gc_major))
+            size = claims.take(model.reach([("image", namespace, n) for n in names]))
             out[category].append({"namespace": namespace, "name": shown, "id": target, "bytes": size, "names": names,
                                   "in_use": bool(used & set(names))})
     for namespace in namespaces:
         ns = inventory[namespace]
         for c in ns["containers"]:
-            size = claims.take(gc.reach(inventory, gc.container_refs(namespace, c, gc_major), gc_major))
+            size = claims.take(model.reach([("container", namespace, c["id"])]))
             if not (namespace == CRI_NAMESPACE and c["id"] in cri_containers):
                 out["writable_layers"].append({"namespace": namespace, "id": c["id"], "name": c["image"], "bytes": size})
         for sb in ns.get("sandboxes", ()):
-            size = claims.take(gc.reach(inventory, gc.label_refs(namespace, sb["labels"], gc_major), gc_major))
+            size = claims.take(model.reach(model.forward(namespace, sb["labels"])))
             if size:
                 out["writable_layers"].append({"namespace": namespace, "id": sb["id"], "name": None, "bytes": size})
     for namespace in namespaces:
@@ -158,9 +161,7 @@ def objects(inventory, now_ns, gc_major=2, cri_containers=()):
     for namespace in namespaces:
         ns = inventory[namespace]
         for lease in sorted(ns["leases"], key=lambda item: item["id"]):
-            flat = gc.GC_FLAT in lease["labels"]
-            held = [(r, flat and r[0] != "ingest") for r in gc.lease_resources(namespace, lease)]
-            out["leased"].append({"namespace": namespace, "id": lease["id"], "bytes": claims.take(gc.reach(inventory, held, gc_major)),
+            out["leased"].append({"namespace": namespace, "id": lease["id"], "bytes": claims.take(model.reach(model.lease_held(namespace, lease))),
                                   "expires": lease["labels"].get(LEASE_EXPIRE), "expired": expired(lease, now_ns),
                                   "age_seconds": _age(now_ns, lease["created_ns"])})
     rest = out["unreferenced_snapshots"]
@@ -168,9 +169,9 @@ def objects(inventory, now_ns, gc_major=2, cri_containers=()):
         for namespace in namespaces:
             for node in _stored(inventory, namespace):
                 info = _info(inventory, node)
-                if claims.claimed(node) or (gc_root and GC_ROOT not in info["labels"]):
+                if claims.claimed(node) or (gc_root and not model.root_keys(info["labels"])):
                     continue
-                size = claims.take(gc.reach(inventory, [node], gc_major) if gc_root else [node])
+                size = claims.take(model.reach([node]) if gc_root else [node])
                 item = {"namespace": namespace, "kind": node[0], "id": node[-1], "bytes": size, "gc_root": gc_root,
                         "age_seconds": _age(now_ns, info.get("created_ns"))}
                 if node[0] == "snapshot":
@@ -194,13 +195,13 @@ def _info(inventory, node):
 _INTERNAL = ("names", "in_use")
 
 
-def attribute(inventory, used_bytes, writable, logs, now_ns, gc_major=2):
+def attribute(inventory, used_bytes, writable, logs, now_ns, line=gc.NEWEST):
     """The image filesystem's categories.
 
     ``writable``: [{"namespace", "id", "name", "bytes"}] of the CRI's containers (ListContainerStats), whose k8s.io
     containers are not measured again; ``logs``: [{"namespace", "name", "id", "bytes"}] per pod, or None when the logs
     are on another filesystem. Returns {category: {"bytes", "objects"}}; ``unaccounted`` has no objects."""
-    cats = objects(inventory, now_ns, gc_major, cri_containers={w["id"] for w in writable})
+    cats = objects(inventory, now_ns, line, cri_containers={w["id"] for w in writable})
     cats["writable_layers"] += [dict(w) for w in writable]
     cats["container_logs"] = list(logs or [])
     result = {}
@@ -217,7 +218,7 @@ def nodefs_categories(used_bytes, volumes, logs):
     return result
 
 
-def plan(inventory, namespaces, keep, ingest_max_age_ns, lease_max_age_ns, now_ns, sandboxes=(), gc_major=2, release_gc_roots=False):
+def plan(inventory, namespaces, keep, ingest_max_age_ns, lease_max_age_ns, now_ns, sandboxes=(), line=gc.NEWEST, release_gc_roots=False):
     """storage_gc's plan: [{kind, namespace, id, bytes}] (plus ``snapshotter`` for snapshots), in this order:
 
     - the roots the module removes: ``ingest`` (idle longer than ``ingest_max_age_ns``, in each namespace on its own),
@@ -228,7 +229,7 @@ def plan(inventory, namespaces, keep, ingest_max_age_ns, lease_max_age_ns, now_n
     - with ``release_gc_roots``, ``gc_root``: the blobs and snapshots whose containerd.io/gc.root label is the only
       thing that would keep them once those roots are gone (the module removes the label);
     - ``content``, ``snapshot`` (and, on 2.x, expired ``image`` records, ``lease`` and ``ingest`` the collector removes
-      by itself): what containerd's collection then frees, as the collector model predicts it.
+      by itself): what containerd's collection then frees, as the collector model of release line ``line`` predicts it.
 
     ``bytes`` is what the object itself takes on disk: an ingest's written bytes, a snapshot's usage, a blob's size
     (on its last record: a blob is one file for every namespace); 0 for the records and labels, whose bytes are in
@@ -261,14 +262,32 @@ def plan(inventory, namespaces, keep, ingest_max_age_ns, lease_max_age_ns, now_n
             steps += [{"kind": "image", "namespace": namespace, "id": name, "bytes": 0} for name in names]
     removed = {(s["kind"], s["namespace"], s["id"]) for s in steps}
     if release_gc_roots:
-        backed = gc.marked(inventory, now_ns, gc_major, removed, gc_roots=False)
+        backed = gc.marked(inventory, now_ns, line, removed, gc_roots=False)
         for namespace in sorted(inventory):
             for node in _stored(inventory, namespace):
-                if GC_ROOT in _info(inventory, node)["labels"] and node not in backed:
+                if gc.root_keys(_info(inventory, node)["labels"], line) and node not in backed:
                     steps.append(_step(RELEASE_KIND, node, 0))
                     removed.add(node)
-    steps += collection(inventory, now_ns, gc_major, removed)
+    steps += collection(inventory, now_ns, line, removed)
     return steps
+
+
+def notes(inventory, steps):
+    """What a plan of ``steps`` assumes where containerd's API does not show what its collector decides on: [sentence].
+
+    An ingest no lease holds is kept by containerd only when it carries an expiry of its own, which the content API does
+    not show; the plan keeps those it does not abort itself (the safe side), and says so."""
+    planned = {(s["kind"], s["namespace"], s["id"]) for s in steps}
+    ingests = [n for n in gc.uncertain_ingests(inventory) if n not in planned]
+    if not ingests:
+        return []
+    shown = ", ".join("%s in namespace %s" % (n[2], n[1]) for n in ingests[:OBJECTS_SHOWN])
+    more = " and %d more" % (len(ingests) - OBJECTS_SHOWN) if len(ingests) > OBJECTS_SHOWN else ""
+    return ["No lease holds the ingest%s %s%s, and containerd's API does not show whether %s an expiry of its own: the plan "
+            "keeps %s, as containerd does until that expiry; containerd's next garbage collection removes one without "
+            "(its lease deleted before this run, as after an aborted pull)." % (
+                "s" if len(ingests) > 1 else "", shown, more, "they carry" if len(ingests) > 1 else "it carries",
+                "them" if len(ingests) > 1 else "it")]
 
 
 def _step(kind, node, size):
@@ -278,15 +297,16 @@ def _step(kind, node, size):
     return step
 
 
-def collection(inventory, now_ns, gc_major, removed):
-    """What containerd's collection frees once the roots ``removed`` (nodes) are gone: plan steps, blobs first."""
-    going = gc.collected(inventory, now_ns, gc_major, removed)
+def collection(inventory, now_ns, line, removed):
+    """What containerd's collection frees once the roots ``removed`` (nodes) are gone: plan steps marked ``COLLECTED``, blobs first."""
+    going = gc.collected(inventory, now_ns, line, removed)
     gone = set(going)
     holders = {}
     for namespace in inventory:
         for digest in inventory[namespace]["content"]:
             holders.setdefault(digest, []).append(("content", namespace, digest))
     order = {kind: n for n, kind in enumerate(COLLECTED_KINDS + ROOT_KINDS)}
+    offsets = {(namespace, i["ref"]): i["offset"] for namespace in inventory for i in inventory[namespace]["ingests"]}
     steps = []
     for node in sorted(going, key=lambda n: (order[n[0]], n[1:])):
         if node[0] == "content":
@@ -295,10 +315,10 @@ def collection(inventory, now_ns, gc_major, removed):
         elif node[0] == "snapshot":
             size = inventory[node[1]]["snapshots"][node[2:]].get("size") or 0
         elif node[0] == "ingest":
-            size = next((i["offset"] for i in inventory[node[1]]["ingests"] if i["ref"] == node[2]), 0)
+            size = offsets.get(node[1:], 0)
         else:
             size = 0
-        steps.append(_step(node[0], node, size))
+        steps.append(dict(_step(node[0], node, size), **{COLLECTED: True}))
     return steps
 
 

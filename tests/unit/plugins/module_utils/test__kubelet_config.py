@@ -93,6 +93,28 @@ def test_validation_messages(cfg, message):
     assert errors(**cfg) == [message]
 
 
+# pkg/kubelet/apis/config/validation/validation_test.go TestValidateKubeletConfiguration (kubernetes master): its
+# podLogsDir cases, which check that the errors contain the message; here every error is listed. The empty value comes
+# from a drop-in: the kubelet defaults an empty podLogsDir of the file, and merges the drop-ins after its defaulting.
+@pytest.mark.parametrize(
+    "logs_dir, messages",
+    [
+        ("", [P + "podLogsDir was not specified", P + 'pod logs path "" must be absolute path', P + 'pod logs path "" must be normalized']),
+        ("./test", [P + 'pod logs path "./test" must be absolute path', P + 'pod logs path "./test" must be normalized']),
+        ("/path/../", [P + 'pod logs path "/path/../" must be normalized']),
+        ("/\U0001f9ea", [P + 'pod logs path "/\U0001f9ea" mut contains ASCII characters only']),
+    ],
+)
+def test_pod_logs_dir_validation_from_a_dropin(logs_dir, messages):
+    eff, sources, decode_errors, _flag_errors = kc.effective({}, dropins=[("/etc/kubernetes/kubelet.conf.d/10-logs.conf", {"podLogsDir": logs_dir})])
+    assert sources["podLogsDir"] == "dropin" and eff["podLogsDir"] == logs_dir
+    assert decode_errors + kc.validate(eff) == messages
+
+
+def test_an_empty_pod_logs_dir_in_the_file_is_defaulted():
+    assert errors(podLogsDir="") == []
+
+
 def test_several_errors_are_all_reported():
     assert errors(imageGCHighThresholdPercent=101, imageGCLowThresholdPercent=101) == [
         P + "imageGCHighThresholdPercent (--image-gc-high-threshold) 101 must be between 0 and 100, inclusive",

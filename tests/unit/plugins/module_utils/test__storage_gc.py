@@ -183,3 +183,30 @@ def test_check_mode_calls_nothing_that_changes(monkeypatch, tmp_path):
     result = _storage_gc.run(_Cri(), sgc(namespaces=["moby"], ingest_max_age="1s"), check_mode=True)
     assert result["changed"] is False and _Api.calls == [] and len(result["plan"]) == 11 and result["freed_bytes"] == 0
     assert result["removed"] == []
+
+
+class _RecordingApi(_Api):
+    """containerd's API where every call succeeds, and nothing changes (the list read again is the same)."""
+
+    def abort_ingest(self, ns, ref):
+        self.calls.append(("ingest", ref))
+
+    def delete_image(self, ns, name, sync=True):
+        self.calls.append(("image", name))
+
+    def collect_garbage(self, ns, prefix):
+        self.calls.append(("collection", ns))
+
+
+def test_the_module_removes_only_its_own_steps_and_leaves_the_collections_to_containerd(monkeypatch, tmp_path):
+    _fake_node(monkeypatch, tmp_path)
+    monkeypatch.setattr(_storage_gc, "ContainerdClient", _RecordingApi)
+    # the expired lease holds ing-1, written to 7000 s ago: not idle for ingest_max_age, the module does not abort it;
+    # the plan lists it after the lease as containerd's collection's (its lease gone, it has no expiry of its own)
+    result = _storage_gc.run(_Cri(), sgc(namespaces=[], ingest_max_age="3h"))
+    assert [s["kind"] for s in result["plan"]] == ["lease", "content", "snapshot", "ingest"]
+    assert _Api.calls == [("lease", "old"), ("collection", "moby")]
+    assert "collected" not in result["plan"][-1]
+    # the fake containerd kept everything: each planned object of the collection is named in a warning, not removed
+    assert result["removed"] == result["plan"][:1]
+    assert len([w for w in result["warnings"] if "which the plan expected it to free" in w]) == 3

@@ -148,3 +148,29 @@ def test_a_live_sandboxs_lease_is_never_planned():
     steps = P.plan(inv, [], None, 10**18, 1, NOW, sandboxes=["sandbox-1"])
     assert "sandbox-1" not in [s["id"] for s in steps]
     assert "sandbox-1" in [s["id"] for s in P.plan(inv, [], None, 10**18, 1, NOW)]
+
+
+def test_an_unleased_ingest_is_kept_and_the_plan_says_why():
+    inv = inventory()
+    inv["moby"]["leases"] = []  # ing-1 is held by no lease: whether it has an expiry of its own is not in the API
+    steps = P.plan(inv, [], None, 8000 * 10**9, None, NOW)
+    assert "ing-1" not in [s["id"] for s in steps]
+    (note,) = P.notes(inv, steps)
+    assert "ing-1 in namespace moby" in note and "expiry" in note and "aborted pull" in note
+    # aborted by the plan (idle longer than ingest_max_age): nothing to say
+    steps = P.plan(inv, [], None, 3600 * 10**9, None, NOW)
+    assert [s["kind"] for s in steps if s["id"] == "ing-1"] == ["ingest"] and P.notes(inv, steps) == []
+
+
+@pytest.mark.parametrize("line, kept", [("2.0", False), ("2.2", True), ("2.3", True)])
+def test_the_plan_follows_the_release_line(line, kept):
+    """containerd 2.3's transfer service stores an extra name of a pulled image expired and back-referencing the first."""
+    inv = inventory()
+    inv["moby"]["images"].append({"name": "busy:alias", "target": "m-manifest",
+                                  "labels": {"containerd.io/gc.bref.image": "busy:1", "containerd.io/gc.expire": "2020-01-01T00:00:00Z"}})
+    planned = [(s["kind"], s["id"]) for s in P.plan(inv, [], None, 10**18, None, NOW, line=line)]
+    assert (("image", "busy:alias") not in planned) is kept
+    # the images of moby go: both names are the module's, and the collection frees the rest
+    steps = P.plan(inv, ["moby"], None, 10**18, None, NOW, line=line)
+    images = [s for s in steps if s["kind"] == "image"]
+    assert [s["id"] for s in images] == ["busy:1", "busy:alias"] and not [s for s in images if s.get(P.COLLECTED)]
