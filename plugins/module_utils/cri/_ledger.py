@@ -29,7 +29,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_w
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import socket_identity
 
 LEDGER_VERSION = 1
-LOCK_DIR = "/run/lock/kubenode-gc"
+LOCK_DIR = "/run/kubenode-gc"
 LOCK_DIR_ENV = "KUBENODE_GC_LOCK_DIR"
 
 
