@@ -17,8 +17,9 @@ they add), the runner's code (the runner and its copy of module_utils) and its c
 directories are checked too; a component that does not exist yet ends the walk (root will create it).
 
 The interpreter is run only after its own files passed, with ``-I -S`` (no site directory, no ``.pth`` file, no
-environment variable, no user directory) to learn its ``sys.path`` and site directories; once those and their ``.pth``
-files passed, with ``-I`` (as the service runs it) to learn the directories the ``.pth`` files add.
+environment variable, no user directory) to learn its ``sys.path`` and site directories (a venv's: those of the prefix
+its ``pyvenv.cfg`` gives, asked of ``site.getsitepackages()``; ``site.venv()`` would read the ``.pth`` files); once those
+and their ``.pth`` files passed, with ``-I`` (as the service runs it) to learn the directories the ``.pth`` files add.
 """
 
 from __future__ import annotations
@@ -37,14 +38,23 @@ from ansible_collections.kubenode.gc.plugins.module_utils._errors import Kubenod
 HIDDEN = ("/home", "/root", "/run/user", "/tmp", "/var/tmp")
 MAX_LINKS = 40  # as the kernel and chase()
 QUERY_TIMEOUT = 60
-# site.venv() sets a venv's prefix (and so its site directories) without reading a .pth file; -S leaves it to site.main()
-SYS_PATH = "import json, site, sys; site.venv(set()); print(json.dumps({'path': sys.path, 'site': site.getsitepackages()}))"
+# the site directories of the prefixes given (a venv's first, made sys.prefix as site.venv() makes it), else of the
+# interpreter's own; never site.venv() or site.main(), which read the .pth files
+SYS_PATH = ("import json, site, sys; p = sys.argv[1:]; sys.prefix = sys.exec_prefix = p[0] if p else sys.prefix; "
+            "print(json.dumps({'path': sys.path, 'site': site.getsitepackages(p or None)}))")
 WHY = "root runs it in the timer's service, so it and every directory above it must be owned by root and writable by root alone"
+
+
+def _read_lines(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read().splitlines()
+
 
 # the file system, as module attributes so that the unit tests can give a made-up tree
 lstat = os.lstat
 readlink = os.readlink
 listdir = os.listdir
+read_lines = _read_lines
 
 
 class UntrustedError(KubenodeGcError):
@@ -134,19 +144,20 @@ def hidden(path, dirs=HIDDEN):
     return next((d for d in dirs if path == d or path.startswith(d.rstrip("/") + "/")), None)
 
 
-def _venv_home(python, label):
-    """Check a venv's pyvenv.cfg (next to the interpreter or one level up, where Python looks) and return its home."""
+def _venv(python, label):
+    """A venv's (home, prefix, system site packages): its pyvenv.cfg, next to the interpreter or one level up where
+    Python looks, checked; None when there is none. The prefix is the directory above the interpreter's, as site has it."""
     for directory in (os.path.dirname(python), os.path.dirname(os.path.dirname(python))):
         cfg = os.path.join(directory, "pyvenv.cfg")
         real = walk(cfg, "%s's %s" % (label, cfg))
         if real is None:
             continue
-        with open(real, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _sep, value = line.partition("=")
-                if key.strip() == "home" and value.strip():
-                    return value.strip()
-        return None
+        values = {}
+        for line in read_lines(real):
+            key, sep, value = line.partition("=")
+            if sep:
+                values[key.strip().lower()] = value.strip()
+        return values.get("home") or None, os.path.dirname(os.path.dirname(python)), values.get("include-system-site-packages", "").lower() == "true"
     return None
 
 
@@ -163,9 +174,10 @@ def _prefix_libs(executable):
     return out
 
 
-def _query(python, isolated_site, run):
-    """The interpreter's own word on its sys.path and site directories, run as the service runs it (-I) or without site."""
-    argv = [python, "-I"] + ([] if isolated_site else ["-S"]) + ["-c", SYS_PATH]
+def _query(python, isolated_site, run, prefixes=()):
+    """The interpreter's own word on its sys.path and site directories (those of ``prefixes`` when given), run as the
+    service runs it (-I) or without site (-I -S: no .pth file read)."""
+    argv = [python, "-I"] + ([] if isolated_site else ["-S"]) + ["-c", SYS_PATH] + list(prefixes)
     try:
         proc = run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={}, cwd="/", timeout=QUERY_TIMEOUT, check=False)
         answer = json.loads(proc.stdout.decode("utf-8", "replace")) if proc.returncode == 0 else None
@@ -188,11 +200,10 @@ def _pth_dirs(site, label):
         real = walk(os.path.join(site, name), "%s's %s" % (label, os.path.join(site, name)))
         if real is None:
             continue
-        with open(real, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                line = line.rstrip()
-                if line and not line.startswith(("#", "import ", "import\t")):
-                    out.append(os.path.join(site, line))
+        for line in read_lines(real):
+            line = line.rstrip()
+            if line and not line.startswith(("#", "import ", "import\t")):
+                out.append(os.path.join(site, line))
     return out
 
 
@@ -231,11 +242,14 @@ def _check(python, code_dir, config, run):
         if where:
             raise UntrustedError("%s is in %s, which the timer's service cannot see (its sandbox hides %s): install the interpreter "
                                  "elsewhere, such as kubenode.gc.node_prereqs' /opt/kubenode-gc/venv." % (label, where, ", ".join(HIDDEN)))
-    home = _venv_home(python, label)
+    venv = _venv(python, label)
+    home = venv[0] if venv else None
     if home:
         one(home, "%s's venv home %s" % (label, home))
     for lib in _prefix_libs(real) + (_prefix_libs(os.path.join(home, "python3")) if home else []):
         one(lib, "%s's library directory %s" % (label, lib))
+    # a venv's site directories are its own (and the base's when it says so); asking site for them without its main()
+    prefixes = ([venv[1]] + ([os.path.dirname(home)] if venv[2] and home else [])) if venv else []
     directories = []
 
     def add(paths):
@@ -243,7 +257,7 @@ def _check(python, code_dir, config, run):
             if one(path, "%s's sys.path directory %s" % (label, path)) is not None and path not in directories:
                 directories.append(path)
 
-    paths, sites = _query(python, False, run)
+    paths, sites = _query(python, False, run, prefixes)
     add(paths + sites)
     for site in sites:
         add(_pth_dirs(site, label))
