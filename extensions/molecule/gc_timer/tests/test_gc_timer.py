@@ -285,7 +285,8 @@ def test_3e_runner_code_another_user_owns_is_refused(host, name):
         before = node_files(host)
         run = playbook(name, role_play(gc_timer_cri_endpoint=ENDPOINTS[name][0]))
         out = run.communicate(timeout=300)[0]
-        assert run.returncode != 0 and ("The runner's code /usr/local/lib/kubenode-gc holds %s, which is owned by uid 65534 (nobody): %s" % (victim, WHY)) in out, out
+        sentence = "The runner's code /usr/local/lib/kubenode-gc holds %s, which is owned by uid 65534 (nobody): %s" % (victim, WHY)
+        assert run.returncode != 0 and sentence in out, out
         assert node_files(host) == before
     finally:
         host.check_output("chown root %s", victim)
