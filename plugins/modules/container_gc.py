@@ -150,7 +150,7 @@ options:
     description:
       - Seconds to wait for another kubenode.gc run (image_gc or container_gc) on the same node and runtime endpoint to
         finish before failing. A finite number, 0 or more.
-      - The node lock is C(<sha256 of the socket's resolved path, 16 hex digits>.lock) in V(/run/lock/kubenode-gc), or in the directory
+      - The node lock is C(<sha256 of the socket's resolved path, 16 hex digits>.lock) in V(/run/kubenode-gc), or in the directory
         named by the environment variable E(KUBENODE_GC_LOCK_DIR). Check mode takes no lock.
     type: float
     default: 300

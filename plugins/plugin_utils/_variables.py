@@ -228,7 +228,7 @@ DECLARATION = (
     Variable("gc_timer_container_min_age", "duration", _TIMER, default="1m"),
     Variable("gc_timer_container_max_per_pod_container", "int", _TIMER, default=1, minimum=-1),
     Variable("gc_timer_container_max_containers", "int", _TIMER, default=-1, minimum=-1),
-    Variable("gc_timer_pod_logs_dir", "str", _TIMER, default="/var/log/pods"),
+    Variable("gc_timer_pod_logs_dir", "str", _TIMER, default=""),
     Variable("gc_timer_container_logs_dir", "str", _TIMER, default="/var/log/containers"),
     Variable("gc_timer_kubelet_config_path", "str", _TIMER, default=""),
     Variable("gc_timer_cpu_weight", "int", _TIMER, default=20, minimum=1, maximum=10000),

@@ -7,7 +7,9 @@ The roles run through ansible-playbook against localhost with their files in a t
 (Molecule covers the good paths on real node containers)."""
 
 import os
+import shutil
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -100,7 +102,16 @@ CASES = {
             "crio_storage_storage_conf_path": str(p / "storage.conf"), "crio_storage_config_path": str(p / "crio.conf"),
             "crio_storage_dropin_dir": str(p / "crio.conf.d"), "crio_storage_driver": "overlay3", "crio_storage_restart": False},
         "overlay3"),
+    "gc_timer interpreter below a world-writable directory": (
+        "gc_timer", lambda p: (shutil.copy(os.path.realpath(sys.executable), p / "python3") and {"gc_timer_python": str(p / "python3")}),
+        "goes through /tmp, which is writable by its group and others (mode 1777, owner root): root runs it in the timer's service, "
+        "so it and every directory above it must be owned by root and writable by root alone."),
+    "gc_timer ledger where the service's sandbox hides it": (
+        "gc_timer", lambda p: {"gc_timer_ledger_path": str(p / "ledger.json")},
+        "/ledger.json is in /tmp, which the timer's service cannot write (its sandbox hides /home, /root, /run/user, /tmp, /var/tmp)."),
 }
+# what the gc_timer role writes outside the test's directory: none of it may appear after a refusal
+TIMER_FILES = ["/etc/systemd/system/kubenode-gc.service", "/etc/systemd/system/kubenode-gc.timer", "/etc/kubenode-gc", "/usr/local/lib/kubenode-gc"]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -110,7 +121,9 @@ def test_bad_input_changes_nothing(collections_path, tmp_path, case):
     workdir.mkdir()
     variables = make_vars(workdir)
     before = snapshot(str(workdir))
+    timer_before = [os.path.lexists(p) for p in TIMER_FILES]
     proc = run_role(collections_path, tmp_path, role, variables)
     message = failure(proc)
     assert expected in message, message
     assert snapshot(str(workdir)) == before
+    assert [os.path.lexists(p) for p in TIMER_FILES] == timer_before

@@ -29,7 +29,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_w
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import socket_identity
 
 LEDGER_VERSION = 1
-LOCK_DIR = "/run/lock/kubenode-gc"
+LOCK_DIR = "/run/kubenode-gc"
 LOCK_DIR_ENV = "KUBENODE_GC_LOCK_DIR"
 
 
@@ -37,7 +37,7 @@ def node_lock_path(endpoint):
     """The one lock of a node and runtime socket that every mutating module and the gc_timer runner take, whatever their
     ledger and however the endpoint is spelled.
 
-    ``$KUBENODE_GC_LOCK_DIR/<sha256 of the resolved socket path, 16 hex>.lock``, by default under /run/lock/kubenode-gc:
+    ``$KUBENODE_GC_LOCK_DIR/<sha256 of the resolved socket path, 16 hex>.lock``, by default under /run/kubenode-gc:
     ``unix:///var/run/containerd/containerd.sock`` and ``/run//containerd/containerd.sock`` take the same lock where
     /var/run links to /run (_cri.socket_identity). The ledger is read and written only under this lock.
     """

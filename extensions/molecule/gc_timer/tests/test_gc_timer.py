@@ -1,9 +1,11 @@
 # Copyright (c) kubenode.gc contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""kubenode.gc.gc_timer on real node containers: the timer frees space on its own within its unit's limits, waits for the
-node lock, runs alongside a concurrent kubenode.gc.cleanup, records its plan in observe-only mode, refuses values that
-would change its unit files, and gc_timer_state: absent after a failed run leaves nothing behind."""
+"""kubenode.gc.gc_timer on real node containers: the timer, sandboxed (systemd-analyze security at most 2.5), frees space
+on its own within its unit's limits and removes a gone container's logs from the kubelet's podLogsDir, waits for the node
+lock, runs alongside a concurrent kubenode.gc.cleanup, records its plan in observe-only mode, refuses values that would
+change its unit files and an interpreter (or anything it runs) that is not root's alone, and gc_timer_state: absent after
+a failed run leaves nothing behind."""
 
 import hashlib
 import json
@@ -21,6 +23,12 @@ testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_ho
 ENDPOINTS = {"kgc-timer-ctrd": ("unix:///run/containerd/containerd.sock", "/var/lib/containerd"),
              "kgc-timer-crio": ("unix:///run/crio/crio.sock", "/var/lib/containers/storage")}
 STATE = "/var/lib/kubenode-gc/gc-timer-state.json"
+# what prepare left: a gone container's logs in the kubelet's podLogsDir (its kubelet configuration says /var/log/kgc-pods)
+GONE_LOGS = ["/var/log/kgc-pods/default_gone_0d4e7c1a-5b8f-4f0e-9d43-2b1a7c9e8f10/app/0.log",
+             "/var/log/kgc-pods/default_gone_0d4e7c1a-5b8f-4f0e-9d43-2b1a7c9e8f10/app/0.log.20240101-000000",
+             "/var/log/containers/gone_default_app-%064x.log" % 3735928559]
+TEST_IMAGES = 5
+MAX_EXPOSURE = 2.5
 LEFT_BEHIND = ["/etc/systemd/system/kubenode-gc.timer", "/etc/systemd/system/kubenode-gc.service", "/etc/kubenode-gc",
                "/usr/local/lib/kubenode-gc", STATE]
 
@@ -79,6 +87,10 @@ def test_1_the_timer_fires_and_frees_to_the_low_byte_target_without_the_controll
     # state file holds the last run): its journal line says what it removed and which target started it
     line = wait_for(lambda: freeing_line(host), timeout=180)
     assert line and line.startswith("kubenode-gc-timer: ok: container GC removed 0 container(s)"), line
+    # what is left in the runtime: the removed test images are gone, the others are there (the low target is 14 MiB away)
+    removed = int(re.search(r"image GC removed ([0-9]+) image", line).group(1))
+    left = [t for t in image_tags(host, name) if "registry.example/kubenode-gc/timer-" in t]
+    assert 1 <= removed < TEST_IMAGES and len(left) == TEST_IMAGES - removed, (line, left)
     assert "started by the bytes target, freed to the bytes target" in line and ", short of the target" not in line, line
     state = read_state(host)
     assert state and state["result"] == "ok" and state["observe"] is False, state
@@ -96,6 +108,32 @@ def test_1_the_timer_fires_and_frees_to_the_low_byte_target_without_the_controll
     assert "kubenode-gc-timer: ok" in status.stdout and "status=0/SUCCESS" in status.stdout
 
 
+def test_1a_the_sandboxed_service_removed_a_gone_container_s_logs_from_the_kubelet_s_pod_logs_dir(host):
+    """The log directory came from the node's kubelet configuration (podLogsDir), and the service may write there."""
+    for path in GONE_LOGS:
+        assert not host.file(path).exists and not host.file(path).is_symlink, path
+    shown = host.check_output("systemctl show kubenode-gc.service -p ReadWritePaths")
+    assert shown == "ReadWritePaths=/var/lib/kubenode-gc -/var/log/kgc-pods -/var/log/containers", shown
+    journal = host.check_output("journalctl -u kubenode-gc.service --no-pager -o cat")
+    assert "container GC removed 0 container(s), 0 sandbox(es), 3 log path(s)" in journal
+
+
+def test_1c_the_service_is_as_sandboxed_as_systemd_s_own_small_services(host):
+    """systemd-analyze security (systemd 252, the node image's) rates the unit at most 2.5, and the sandbox is in force."""
+    out = host.check_output("systemd-analyze security --no-pager kubenode-gc.service")
+    exposure = float(re.search(r"Overall exposure level for kubenode-gc\.service: ([0-9]+\.[0-9]+)", out).group(1))
+    assert exposure <= MAX_EXPOSURE, out
+    shown = dict(line.split("=", 1) for line in host.check_output(
+        "systemctl show kubenode-gc.service -p ProtectSystem -p ProtectHome -p PrivateTmp -p NoNewPrivileges -p CapabilityBoundingSet "
+        "-p RestrictAddressFamilies -p UMask -p RuntimeDirectory -p RuntimeDirectoryMode -p RuntimeDirectoryPreserve").splitlines())
+    assert shown == {"ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes", "NoNewPrivileges": "yes",
+                     "CapabilityBoundingSet": "cap_dac_override cap_sys_ptrace", "RestrictAddressFamilies": "AF_UNIX", "UMask": "0077",
+                     "RuntimeDirectory": "kubenode-gc", "RuntimeDirectoryMode": "0700", "RuntimeDirectoryPreserve": "yes"}, shown
+    # the node lock's directory: made by systemd for root alone, kept between runs (a controller run takes the same lock)
+    assert host.check_output("stat -c '%U %a %F' /run/kubenode-gc") == "root 700 directory"
+    assert host.check_output("ls /run/kubenode-gc").endswith(".lock")
+
+
 def test_1b_the_service_runs_within_documented_limits(host):
     """The role's defaults: CPUWeight 20, MemoryMax 512M, TimeoutStartSec 30min (besides Nice and the idle I/O class)."""
     shown = dict(line.split("=", 1) for line in host.check_output(
@@ -108,7 +146,7 @@ def test_2_the_timer_waits_for_the_node_lock_another_run_holds(host, name):
     endpoint = ENDPOINTS[name][0]
     # the lock is named by the socket's resolved path, whatever the endpoint's spelling
     sock = host.check_output("realpath %s", endpoint[len("unix://"):])
-    lock = "/run/lock/kubenode-gc/%s.lock" % hashlib.sha256(sock.encode()).hexdigest()[:16]
+    lock = "/run/kubenode-gc/%s.lock" % hashlib.sha256(sock.encode()).hexdigest()[:16]
     before = read_state(host)["finished_at"]
     time.sleep(1.1)  # state times have one-second resolution
     host.check_output("systemctl stop kubenode-gc.timer")
@@ -138,11 +176,16 @@ def test_3_a_concurrent_cleanup_and_the_timer_both_finish(host, name):
     json.loads(host.file("/var/lib/kubenode-gc/image-ledger.json").content_string)  # still one valid ledger
 
 
-def image_ids(host, name):
-    """The runtime's image ids, read over CRI with the runner's own client as installed on the node."""
+def image_ids(host, name, field="id"):
+    """The runtime's image ids (or tags), read over CRI with the runner's own client as installed on the node."""
+    each = "[i.id]" if field == "id" else "i.repo_tags"
     code = ("import sys; sys.path.insert(0, '/usr/local/lib/kubenode-gc'); from ansible_collections.kubenode.gc.plugins.module_utils.cri import _cri; "
-            "c = _cri.CriClient(sys.argv[1]); print(' '.join(sorted(i.id for i in c.list_images()))); c.close()")
+            "c = _cri.CriClient(sys.argv[1]); print(' '.join(sorted(v for i in c.list_images() for v in %s))); c.close()" % each)
     return host.check_output("/usr/bin/python3 -c %s %s", code, ENDPOINTS[name][0]).split()
+
+
+def image_tags(host, name):
+    return image_ids(host, name, field="tags")
 
 
 def role_play(**variables):
@@ -174,6 +217,10 @@ def test_3b_observe_only_records_its_plan_and_removes_nothing(host, name):
     ({"gc_timer_interval": "0"}, 'gc_timer_interval "0" is shorter than one minute: the timer would start a run almost continuously.'),
     ({"gc_timer_interval": "5min\nOnBootSec=1s"}, 'gc_timer_interval "5min\\nOnBootSec=1s" is not a systemd time span such as 5min or 1h 30min.'),
     ({"gc_timer_memory_max": "lots"}, 'gc_timer_memory_max "lots" is not a systemd MemoryMax such as 512M, 2G, 10% or infinity.'),
+    ({"gc_timer_container_logs_dir": "/var/log/my logs"}, 'gc_timer_container_logs_dir "/var/log/my logs" must be an absolute path without '
+     "whitespace, control characters, % or a backslash, since it is written into the service unit's ReadWritePaths."),
+    ({"gc_timer_ledger_path": "/tmp/kgc/image-ledger.json"}, "gc_timer_ledger_path /tmp/kgc/image-ledger.json is in /tmp, which the timer's "
+     "service cannot write (its sandbox hides /home, /root, /run/user, /tmp, /var/tmp)."),
 ])
 def test_3c_values_that_would_change_the_units_are_refused_before_anything_is_written(host, name, variables, sentence):
     units = host.check_output("cat /etc/systemd/system/kubenode-gc.service /etc/systemd/system/kubenode-gc.timer /etc/kubenode-gc/gc-timer.json")
@@ -182,6 +229,67 @@ def test_3c_values_that_would_change_the_units_are_refused_before_anything_is_wr
     assert run.returncode != 0 and sentence in out, out
     assert host.check_output("cat /etc/systemd/system/kubenode-gc.service /etc/systemd/system/kubenode-gc.timer /etc/kubenode-gc/gc-timer.json") == units
     assert not host.file("/var/tmp/kgc-injected").exists
+
+
+# an interpreter that says when it ran, and a .pth file that says when site read it: the role must run neither
+WRAPPER = "#!/bin/sh\ntouch /var/tmp/kgc-untrusted-ran\nexec /usr/bin/python3 \"$@\"\n"
+PTH = "import os; open('/var/tmp/kgc-untrusted-ran', 'w').close()\n"
+SETUP = {
+    "owned by another user": "install -d -m 0755 /opt/kgc-user && printf %s > /opt/kgc-user/python3 && chmod 0755 /opt/kgc-user/python3 "
+                             "&& chown nobody /opt/kgc-user/python3",
+    "in a directory another user owns": "install -d -m 0755 -o nobody /opt/kgc-nobody && install -d -m 0755 /opt/kgc-nobody/bin "
+                                        "&& printf %s > /opt/kgc-nobody/bin/python3 && chmod 0755 /opt/kgc-nobody/bin/python3",
+    "a root link to another user's file": "install -d -m 0755 /opt/kgc-user && printf %s > /opt/kgc-user/python3 && chmod 0755 /opt/kgc-user/python3 "
+                                          "&& chown nobody /opt/kgc-user/python3 && ln -sfn /opt/kgc-user/python3 /usr/local/bin/kgc-python",
+    "in a world-writable directory": "install -d -m 0777 /opt/kgc-ww && printf %s > /opt/kgc-ww/python3 && chmod 0755 /opt/kgc-ww/python3",
+    "a venv whose site-packages another user owns": "/usr/bin/python3 -m venv --without-pip /opt/kgc-venv "
+                                                    "&& chown nobody /opt/kgc-venv/lib/python3.11/site-packages "
+                                                    "&& printf %s > /opt/kgc-venv/lib/python3.11/site-packages/kgc.pth",
+}
+WHY = "root runs it in the timer's service, so it and every directory above it must be owned by root and writable by root alone."
+
+
+def node_files(host):
+    """The units, the configuration and every file of the runner's code, with their bytes' digest."""
+    return host.check_output("sha256sum /etc/systemd/system/kubenode-gc.service /etc/systemd/system/kubenode-gc.timer /etc/kubenode-gc/gc-timer.json "
+                             "&& find /usr/local/lib/kubenode-gc -type f -print0 | sort -z | xargs -0 sha256sum")
+
+
+@pytest.mark.parametrize("case, python, sentence", [
+    ("owned by another user", "/opt/kgc-user/python3", "gc_timer_python /opt/kgc-user/python3 is owned by uid 65534 (nobody): " + WHY),
+    ("in a directory another user owns", "/opt/kgc-nobody/bin/python3",
+     "gc_timer_python /opt/kgc-nobody/bin/python3 goes through /opt/kgc-nobody, which is owned by uid 65534 (nobody): " + WHY),
+    ("a root link to another user's file", "/usr/local/bin/kgc-python",
+     "gc_timer_python /usr/local/bin/kgc-python goes through /opt/kgc-user/python3, which is owned by uid 65534 (nobody): " + WHY),
+    ("in a world-writable directory", "/opt/kgc-ww/python3",
+     "gc_timer_python /opt/kgc-ww/python3 goes through /opt/kgc-ww, which is writable by its group and others (mode 0777, owner root): " + WHY),
+    ("a venv whose site-packages another user owns", "/opt/kgc-venv/bin/python",
+     "gc_timer_python /opt/kgc-venv/bin/python's sys.path directory /opt/kgc-venv/lib/python3.11/site-packages is owned by uid 65534 "
+     "(nobody): " + WHY),
+])
+def test_3d_an_interpreter_that_is_not_root_s_alone_is_refused_unrun_and_nothing_is_written(host, name, case, python, sentence):
+    host.check_output(SETUP[case], PTH if "venv" in case else WRAPPER)
+    before = node_files(host)
+    run = playbook(name, role_play(gc_timer_python=python, gc_timer_cri_endpoint=ENDPOINTS[name][0]))
+    out = run.communicate(timeout=300)[0]
+    assert run.returncode != 0 and sentence in out, out
+    assert node_files(host) == before  # no unit, timer, configuration or code written
+    assert not host.file("/var/tmp/kgc-untrusted-ran").exists  # the interpreter and the .pth file never ran
+
+
+def test_3e_runner_code_another_user_owns_is_refused(host, name):
+    """A file of the runner's copy of module_utils that another user owns (or could replace): the role stops, rewrites nothing."""
+    victim = "/usr/local/lib/kubenode-gc/ansible_collections/kubenode/gc/plugins/module_utils/_errors.py"
+    host.check_output("chown nobody %s", victim)
+    try:
+        before = node_files(host)
+        run = playbook(name, role_play(gc_timer_cri_endpoint=ENDPOINTS[name][0]))
+        out = run.communicate(timeout=300)[0]
+        sentence = "The runner's code /usr/local/lib/kubenode-gc holds %s, which is owned by uid 65534 (nobody): %s" % (victim, WHY)
+        assert run.returncode != 0 and sentence in out, out
+        assert node_files(host) == before
+    finally:
+        host.check_output("chown root %s", victim)
 
 
 def test_4_absent_after_a_failed_run_leaves_nothing_behind(host, name):

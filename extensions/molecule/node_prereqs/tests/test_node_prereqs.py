@@ -38,6 +38,19 @@ def test_venv(host, name):
         assert not venv.exists
 
 
+def test_the_venv_is_root_s_alone(host, name):
+    """Owned by root and writable by root alone, every file and directory, so that kubenode.gc.gc_timer may run it as root."""
+    if name != "kgc-prereqs-venv":
+        assert not host.file("/opt/kubenode-gc").exists
+        return
+    for path in ("/opt", "/opt/kubenode-gc", "/opt/kubenode-gc/venv"):
+        f = host.file(path)
+        assert f.user == "root" and f.mode & 0o022 == 0, (path, f.user, oct(f.mode))
+    # links are left out: their own mode is always 0777 and never used
+    assert host.check_output(r"find /opt/kubenode-gc ! -type l \( ! -user root -o -perm /022 \) -print") == ""
+    assert int(host.check_output("find /opt/kubenode-gc -type f | wc -l")) > 100  # the libraries are there
+
+
 def test_modules_ran_with_the_prepared_interpreter(host):
     result = json.loads(host.file("/var/tmp/converge-cri-info.json").content_string)
     assert result["runtime"]["name"] == "containerd"
