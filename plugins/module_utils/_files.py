@@ -200,7 +200,7 @@ def chase(path, write=False, follow=True, mkdir=None, shown=None):
                 continue
             if not todo:
                 if st.st_uid != 0 and dir_st.st_mode & 0o022:  # a sticky directory others write: they may have put it there
-                    _unsafe(Unsafe(component, "a file", "owned by %s in a directory others may write" % owner(st.st_uid)), write, shown, unsafe)
+                    _unsafe(Unsafe(component, _kind(st), "owned by %s in a directory others may write" % owner(st.st_uid)), write, shown, unsafe)
                 return Chased(fd, directory, name, st, unsafe, link)
             if not stat.S_ISDIR(st.st_mode):
                 raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), component)
@@ -213,6 +213,10 @@ def chase(path, write=False, follow=True, mkdir=None, shown=None):
     except BaseException:
         os.close(fd)
         raise
+
+
+def _kind(st):
+    return "a directory" if stat.S_ISDIR(st.st_mode) else "a symbolic link" if stat.S_ISLNK(st.st_mode) else "a file"
 
 
 def _unsafe(found, write, shown, unsafe):
