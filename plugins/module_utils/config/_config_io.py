@@ -101,7 +101,7 @@ def resolve_path(path, unsafe=None):
             _note(unsafe, found.unsafe)
             return found.path
     except FileNotFoundError:
-        return os.path.abspath(path)  # a directory on the way is missing: nothing to resolve, nothing to read
+        return os.path.realpath(path)  # a directory on the way is missing: nothing is read there, the name is only reported
     except OSError as exc:
         raise ConfigFileError("Cannot resolve %s: %s." % (path, _reason(exc)))
 

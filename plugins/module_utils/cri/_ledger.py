@@ -125,8 +125,12 @@ def _is_int(value):
 
 def check_path(path, writing, warnings):
     """Check the ledger's path (_files.chase): a run that will write it (``writing``) refuses, with LedgerError, a path
-    through a directory or link another user controls, so it fails before it removes anything; a read only warns."""
+    through a directory or link another user controls, so it fails before it removes anything; a read only warns.
+    The ledger's own directory may not be a symbolic link (nor the ledger: load)."""
     try:
+        with _files.chase(os.path.dirname(path), write=writing, follow=False) as parent:
+            if parent.st is not None and stat.S_ISLNK(parent.st.st_mode):
+                raise LedgerError("The ledger directory %s is a symbolic link; kubenode.gc does not follow links for its ledger." % parent.path)
         with _files.chase(path, write=writing, follow=False) as found:
             if found.unsafe:
                 warnings.append("The image ledger %s is read through %s: another user could change the records that keep images alive; a run "

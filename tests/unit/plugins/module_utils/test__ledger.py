@@ -192,3 +192,11 @@ def test_the_lock_file_cannot_be_removed_or_recreated_by_another_user(monkeypatc
         assert os.listdir(run_dir) == ["x.lock"] and oct(os.stat(run_dir).st_mode & 0o7777) == "0o700"
     finally:
         shutil.rmtree(parent)
+
+
+def test_a_symlinked_ledger_directory_is_refused(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to("real")
+    with pytest.raises(_ledger.LedgerError, match="^The ledger directory %s is a symbolic link; kubenode.gc does not follow links for its ledger.$" % (
+            tmp_path / "link")):
+        _ledger.check_path(str(tmp_path / "link" / "ledger.json"), False, [])
