@@ -220,6 +220,10 @@ def write_text(module, path, text, backup=False, validate=None, mode=0o644, stor
 
     def before_replace(tmp, target, exists):
         if backup and exists:
+            directory = os.path.dirname(target)
+            if os.stat(directory).st_mode & 0o022:  # sticky (else atomic_write refused it): another user may own the backup's name
+                raise ConfigFileError("Not backing up %s: its directory %s may be written by others, who could take the backup file's name "
+                                      "first; nothing was written." % (shown, directory))
             backups.append(module.backup_local(target))  # in the directory atomic_write verified: root's alone
         relabel(tmp, target, exists)
 

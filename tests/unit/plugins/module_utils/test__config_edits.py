@@ -397,3 +397,16 @@ def test_runtime_config_writes_nothing_when_one_of_its_files_is_unsafe(tmp_path)
     res = runtime_run(check=True, runtime="crio", path=str(link), storage_path=str(etc / "storage.conf"), dropin_dir=str(tmp_path / "d"),
                       settings={"graphroot": "/data/storage"})
     assert [f["code"] for f in res["findings"]].count("untrusted_path") == 1 and tree_bytes(tmp_path) == before
+
+
+def test_in_a_sticky_directory_others_write_a_roots_file_is_edited_but_not_backed_up(tmp_path):
+    """/tmp-like: root's file is written (only its owner may rename it), but a backup's name could be taken first."""
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    os.chmod(str(sticky), 0o1777)
+    (sticky / "config.yaml").write_text(KUBELET)
+    with pytest.raises(ConfigError, match="^Not backing up %s: its directory %s may be written by others" % (sticky / "config.yaml", sticky)):
+        kubelet_run(tmp_path, path=str(sticky / "config.yaml"), settings={"imageGCHighThresholdPercent": 90}, backup=True)
+    assert (sticky / "config.yaml").read_text() == KUBELET and os.listdir(str(sticky)) == ["config.yaml"]
+    assert kubelet_run(tmp_path, path=str(sticky / "config.yaml"), settings={"imageGCHighThresholdPercent": 90})["changed"] is True
+    assert "imageGCHighThresholdPercent: 90" in (sticky / "config.yaml").read_text()
