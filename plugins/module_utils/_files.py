@@ -104,7 +104,8 @@ class Chased:
     """A path resolved by ``chase``: the directory reached (``directory``, open at ``dir_fd``), the last component's
     ``name`` in it and its lstat (``st``, None when it does not exist), ``path`` (directory/name), the unsafe
     transitions met on the way (``unsafe``, reads only) and ``link``: the symbolic link the last component was, when it
-    was one and was followed (then a missing ``st`` is a link to nothing). A context manager: leaving it closes ``dir_fd``."""
+    was one and was followed (then a missing ``st`` is a link to nothing, and ``name`` the rest of its target from the
+    first missing directory). A context manager: leaving it closes ``dir_fd``."""
 
     def __init__(self, dir_fd, directory, name, st, unsafe, link):
         self.dir_fd, self.directory, self.name, self.st, self.unsafe, self.link = dir_fd, directory, name, st, unsafe, link
@@ -174,8 +175,8 @@ def chase(path, write=False, follow=True, mkdir=None, shown=None):
             try:
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except FileNotFoundError:
-                if not todo:
-                    return Chased(fd, directory, name, None, unsafe, link)
+                if not todo or link:  # missing, or the last component's link leads to nothing (its target named whole)
+                    return Chased(fd, directory, os.path.join(name, *todo), None, unsafe, link)
                 if mkdir is None:
                     raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.path.join(directory, name))
                 try:

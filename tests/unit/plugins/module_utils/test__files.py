@@ -93,6 +93,12 @@ def test_missing_parts(tmp_path):
     assert str(err.value) == "%s is a symbolic link to %s, which does not exist; not creating a file at the end of a link." % (
         tmp_path / "dangling", tmp_path / "gone")
     assert sorted(os.listdir(str(tmp_path))) == ["dangling"]
+    (tmp_path / "into-nothing").symlink_to("no/such/dir/f")  # a link into a directory that does not exist is one to nothing too
+    with _files.chase(str(tmp_path / "into-nothing")) as found:
+        assert found.st is None and found.path == str(tmp_path / "no" / "such" / "dir" / "f")
+    with pytest.raises(_files.PathError, match="which does not exist; not creating a file at the end of a link"):
+        _files.atomic_write(str(tmp_path / "into-nothing"), "x", follow=True)
+    os.unlink(str(tmp_path / "into-nothing"))
     (tmp_path / "file").write_text("x")
     with pytest.raises(NotADirectoryError):
         _files.chase(str(tmp_path / "file" / "x"))
