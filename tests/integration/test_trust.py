@@ -214,8 +214,9 @@ def test_roots_kubelet_config_through_another_users_directory_and_link_is_not_ed
     assert res["daemon"]["pid"] == mine and res["path"] == str(link) and res["resolved_path"] == str(root / "etc" / "precious.yaml")
     assert res["effective"]["imageGCHighThresholdPercent"] == 60  # the kubelet reads it: so do we, and say so
     (warning,) = [f for f in res["findings"] if f["code"] == "untrusted_path"]
-    assert warning["severity"] == "warning" and warning["message"].startswith("%s is read through %s, a directory owned by uid 65534 (nobody), not root; "
-                                                                              "%s, a symbolic link owned by uid 65534 (nobody), not root:" % (link, root / "user", link))
+    assert warning["severity"] == "warning" and warning["message"].startswith(
+        "%s is read through %s, a directory owned by uid 65534 (nobody), not root; %s, a symbolic link owned by uid 65534 (nobody), not root:" % (
+            link, root / "user", link))
     res = in_ns.module(KUBELET, {"flag_files": [str(root / "kubeadm-flags.env")], "settings": {"imageGCHighThresholdPercent": 90}})
     assert res["failed"] is True and res["msg"] == (
         "Not writing %s: its path goes through %s, a directory owned by uid 65534 (nobody), not root, so another user could redirect the write; "
@@ -241,7 +242,8 @@ def image_gc(ansible, runtime, lock_dir=None, lock_timeout=5):
     return ansible.module("kubenode.gc.image_gc", args, unset_env=("KUBENODE_GC_LOCK_DIR",))
 
 
-HOLD_LOCK = "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o666); fcntl.flock(fd, fcntl.LOCK_EX); print('up', flush=True); sys.stdin.read()"
+HOLD_LOCK = ("import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o666); fcntl.flock(fd, fcntl.LOCK_EX); print('up', flush=True); "
+             "sys.stdin.read()")
 
 
 def stopped(pid):
@@ -308,3 +310,17 @@ def test_squatted_lock_directories_neither_block_gc_nor_admit_a_second_run(in_ns
         assert (snapshot("/proc/%d/root/run/lock" % ns.pid), snapshot(squatted_env)) == squats  # their files: never touched
     finally:
         subprocess.run(["rm", "-rf", squatted_env], check=True)
+
+
+def test_node_audit_names_the_impostor(in_ns, ns, runtime, node_files, tmp_path):
+    """node_audit's kubelet_config part (and so the audit report) carries the untrusted_daemon_process warning."""
+    root = node_files
+    theirs = ns.kubelet(["/usr/bin/python3", "-c", FAKE_KUBELET, "--config", str(root / "user" / "kubelet.yaml")], nobody=True)
+    res = in_ns.module("kubenode.gc.node_audit", dict(
+        cri_endpoint=runtime.endpoint, kubelet_config=dict(flag_files=[str(root / "kubeadm-flags.env")]),
+        image_gc=dict(ledger_path=str(tmp_path / "ledger.json")), container_gc=dict(pod_logs_dir=runtime.pod_logs),
+        disk_usage=dict(pod_logs_dir=runtime.pod_logs, kubelet_root_dir=str(tmp_path)), kubelet_root_dir=str(tmp_path)))
+    assert not res.get("failed"), res.get("msg")
+    kubelet = res["audit"]["kubelet_config"]
+    assert kubelet["daemon"] is None and kubelet["path"] == str(root / "var" / "fallback.yaml")
+    assert untrusted(kubelet) == [impostor_finding(theirs, "uid 65534 (nobody)", os.path.realpath("/usr/bin/python3"), "it does not run as root")]
