@@ -35,7 +35,7 @@ import stat
 
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 
-MAX_LINKS = 32  # symbolic links followed in one path before ELOOP (systemd's CHASE_MAX)
+MAX_LINKS = 32  # symbolic links followed in one path before ELOOP (systemd's CHASE_SYMLINKS_MAX, later CHASE_MAX)
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _LINK = getattr(os, "O_PATH", os.O_RDONLY) | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 

@@ -219,7 +219,9 @@ options:
       - The empty string disables it; every image is then first detected now, like after a kubelet restart.
       - Must be absolute. A ledger that is a symbolic link, or in a directory that is one, is refused; a ledger that is not
         UTF-8 JSON of the expected shape fails the task with one sentence naming the file (it is never replaced silently);
-        records with impossible timestamps are dropped with a warning. See the collection's Guarantees page.
+        records with impossible timestamps are dropped with a warning. A ledger whose path goes through a directory or
+        symbolic link another user owns (or a directory group or others may write) is refused, before anything is
+        removed; check mode reads it with a warning. See the collection's Guarantees page.
     type: path
     default: /var/lib/kubenode-gc/image-ledger.json
   measure_freed:
