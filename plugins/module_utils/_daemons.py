@@ -193,7 +193,7 @@ def choose(procs, units):
         else:
             trusted.append(proc)
     own = [p for p in trusted if unit_of(p.pid) in units]
-    return ((own or trusted or [None])[0]), untrusted
+    return (own or trusted or [None])[0], untrusted
 
 
 def _kubelet_candidates():
