@@ -377,7 +377,7 @@ findings:
       (O(path), O(storage_path) or O(dropin_dir) is not what the runtime reads), C(template_placeholder) (a C(${VAR}) value
       of a template), C(runtime_unreachable) and C(runtime_other) (the socket belongs to another runtime, so the runtime
       checks were skipped), C(untrusted_daemon_process) (the process listening on the socket is not root's, or runs from an
-      executable another user owns or may write: ignored, named by pid, uid and executable) and C(untrusted_path) (a file
+      executable another user owns or may write; ignored, named by pid, uid and executable) and C(untrusted_path) (a file
       was read through a directory or link another user owns or may write; an edit of it is refused).
   returned: always
   type: list

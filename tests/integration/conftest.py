@@ -177,7 +177,8 @@ class Ansible:
         playbook = os.path.join(str(self.workdir), "play-%d.yml" % self.count)
         with open(playbook, "w", encoding="utf-8") as f:
             yaml.safe_dump(play, f)
-        cmd = self.prefix + [os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + interpreter, playbook]
+        cmd = self.prefix + [os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + interpreter,
+                             playbook]
         if check:
             cmd.append("--check")
         if diff:

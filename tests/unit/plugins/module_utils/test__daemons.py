@@ -168,8 +168,8 @@ def test_unreadable_or_odd_processes_are_not_trusted(tmp_path, monkeypatch):
     proc.add(7, KUBELET_ARGV)
     os.unlink(str(tmp_path / "7" / "status"))
     _found, ignored = _daemons.find_kubelet()
-    assert [(u.pid, u.why) for u in ignored] == [(5, "its executable is not a regular file"),
-                                                (6, "its executable cannot be read (No such file or directory)"), (7, "its uids cannot be read")]
+    assert [(u.pid, u.why) for u in ignored] == [
+        (5, "its executable is not a regular file"), (6, "its executable cannot be read (No such file or directory)"), (7, "its uids cannot be read")]
 
 
 def test_the_finding_names_pid_uid_and_executable(tmp_path, monkeypatch):
@@ -197,8 +197,9 @@ def test_the_kubelet_its_unit_runs_is_preferred(tmp_path, monkeypatch):
     assert _daemons.kubelet_process().pid == 40
     proc.add(30, ["/var/lib/rancher/rke2/bin/kubelet"], cgroup="/system.slice/rke2-agent.service")  # RKE2 starts it as a child of its unit
     assert _daemons.kubelet_process().pid == 30
-    assert set(_daemons.KUBELET_UNITS) >= {"kubelet.service", "snap.microk8s.daemon-kubelite.service", "k0sworker.service", "k3s.service",
-                                          "k3s-agent.service", "rke2-server.service", "rke2-agent.service"}
+    assert set(_daemons.KUBELET_UNITS) >= {
+        "kubelet.service", "snap.microk8s.daemon-kubelite.service", "k0sworker.service", "k3s.service", "k3s-agent.service", "rke2-server.service",
+        "rke2-agent.service"}
 
 
 def test_an_untrusted_listener_on_the_cri_socket_is_not_believed(tmp_path, monkeypatch):
