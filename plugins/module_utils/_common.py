@@ -121,3 +121,19 @@ def execute(module, options, run, backend):
 def _close(client, target):
     if client and target is not None:
         target.close()
+
+
+def selinux_relabel(module):
+    """``relabel(tmp, target, exists)`` for _files.atomic_write's ``before_replace``: puts on the temporary file the SELinux
+    context of the file it replaces (a new file: the policy's default for the target's path), through the module's
+    SELinux functions, as AnsibleModule.atomic_move does; a no-op where SELinux is off (or the module has no such
+    functions). The rename itself is atomic_write's, relative to the directory it verified."""
+    enabled = getattr(module, "selinux_enabled", None)
+    if enabled is None or not enabled():
+        return lambda tmp, target, exists: None
+
+    def relabel(tmp, target, exists):
+        context = module.selinux_context(target) if exists else module.selinux_default_context(target)
+        module.set_context_if_different(tmp, context, False)
+
+    return relabel

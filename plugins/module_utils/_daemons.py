@@ -7,11 +7,19 @@
 
 """The running daemons of a node, read from /proc, and the command lines their files give them: I/O, no Ansible.
 
-* ``kubelet_process``: the kubelet (a process named ``kubelet``, or MicroK8s's ``kubelite``, whose kubelet flags are
-  in the file of its ``--kubelet-args-file``); ``runtime_process``: the process listening on a CRI socket (its inode
+* ``find_kubelet``: the kubelet (a process named ``kubelet``, or MicroK8s's ``kubelite``, whose kubelet flags are
+  in the file of its ``--kubelet-args-file``); ``find_runtime``: the process listening on a CRI socket (its inode
   in /proc/net/unix, then the ``socket:[inode]`` links of /proc/<pid>/fd). Each is a ``Process``: pid, name, the
   command line (/proc/<pid>/cmdline, which holds the values systemd expanded from the unit's Environment= and
   EnvironmentFile=) and the environment (/proc/<pid>/environ).
+* Only root's daemons are believed (``trust_problem``, the one place that decides): a process whose real and
+  effective uid are 0 (/proc/<pid>/status) and whose executable (/proc/<pid>/exe) is a regular file root owns and
+  no one else may write. Anyone can start a process named ``kubelet`` (a script, ``exec -a kubelet``), so a process
+  with the name that fails these checks is ignored and returned as ``Untrusted`` (pid, uid, executable, why), which
+  the modules report as the finding ``untrusted_daemon_process``; with no trusted daemon they read the files, as
+  when none runs.
+* Where systemd runs, the process of the daemon's own unit is preferred to any other (``unit_of``; KUBELET_UNITS,
+  RUNTIME_UNITS): the kubelet of kubelet.service over a root process of the same name started by hand.
 * ``go_flags``: the values of a Go daemon's flags (containerd and cri-o use urfave/cli on Go's flag package):
   ``-name value``, ``--name value``, ``-name=value``, the last one wins.
 * ``unit_command``: the command line a systemd unit and its drop-ins give, with $VAR and ${VAR} expanded from
@@ -29,14 +37,30 @@ import glob
 import os
 import re
 import shlex
+import stat
+
+from ansible_collections.kubenode.gc.plugins.module_utils._files import owner as _owner
 
 PROC = "/proc"
 KUBELET_NAMES = ("kubelet",)
 KUBELITE = "kubelite"  # MicroK8s runs the kubelet inside kubelite, its flags in --kubelet-args-file
 KUBELITE_ARGS_FLAG = "kubelet-args-file"
 RUNTIME_NAMES = {"containerd": "containerd", "crio": "crio"}  # process name -> runtime
+# The systemd units that run the kubelet: kubeadm's and most packages' kubelet.service, MicroK8s's kubelite, k0s's
+# worker (or controller with --enable-worker), k3s's and RKE2's server and agent (RKE2 and k0s start the kubelet as a
+# child process in their unit)
+KUBELET_UNITS = ("kubelet.service", "snap.microk8s.daemon-kubelite.service", "k0sworker.service", "k0scontroller.service", "k3s.service",
+                 "k3s-agent.service", "rke2-server.service", "rke2-agent.service")
+# The units that run each runtime (k3s and RKE2 start their containerd as a child of their own unit, MicroK8s in its own)
+RUNTIME_UNITS = {"containerd": ("containerd.service", "snap.microk8s.daemon-containerd.service", "k3s.service", "k3s-agent.service",
+                                "rke2-server.service", "rke2-agent.service"),
+                 "crio": ("crio.service",), "cri-dockerd": ("cri-docker.service",)}
+SYSTEM_SLICE = "/system.slice/"
 
 Process = collections.namedtuple("Process", "pid name argv environ cwd")
+# A process with a daemon's name that is not trusted: its pid, name, real and effective uid (None: unreadable), the
+# path of its executable (None: unreadable) and why it is not trusted (a phrase)
+Untrusted = collections.namedtuple("Untrusted", "pid name uid euid exe why")
 
 _PLACEHOLDER = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
 
@@ -88,12 +112,94 @@ def _pid_namespace(pid):
         return None
 
 
-def kubelet_process():
-    """The running kubelet (or MicroK8s's kubelite) as a Process, or None; with several, the one of the lowest pid.
+def _uids(pid):
+    """(real uid, effective uid) from /proc/<pid>/status, or (None, None)."""
+    for line in (_read(os.path.join(PROC, str(pid), "status")) or b"").decode("utf-8", "replace").splitlines():
+        if line.startswith("Uid:"):
+            fields = line.split()[1:3]
+            if len(fields) == 2 and all(f.isdigit() for f in fields):
+                return int(fields[0]), int(fields[1])
+    return None, None
 
-    Only a process of this process's pid namespace counts: a kubelet in a container (a kind node on this host) reads
-    the files of its own container, not the node's."""
+
+def trust_problem(proc):
+    """None when root runs the Process ``proc`` from a root-owned executable only root may write; else an Untrusted.
+
+    The real and effective uids must be 0 (a set-user-ID program another user started has euid 0 but not uid 0); the
+    executable is /proc/<pid>/exe itself (stat follows the kernel's link to the very file that runs, even deleted):
+    a regular file owned by root with no group or other write bit. The file a script names is not its executable
+    (the interpreter is); a script root runs is root's choice."""
+    base = os.path.join(PROC, str(proc.pid))
+    uid, euid = _uids(proc.pid)
+    try:
+        exe = os.readlink(os.path.join(base, "exe"))
+    except OSError:
+        exe = None
+    why = None
+    if uid is None:
+        why = "its uids cannot be read"
+    elif uid != 0 or euid != 0:
+        why = "it does not run as root" if euid == uid else "its real uid is %d and its effective uid %d, not both 0" % (uid, euid)
+    else:
+        try:
+            st = os.stat(os.path.join(base, "exe"))
+        except OSError as exc:
+            st, why = None, "its executable cannot be read (%s)" % (exc.strerror or exc)
+        if st is not None:
+            if not stat.S_ISREG(st.st_mode):
+                why = "its executable is not a regular file"
+            elif st.st_uid != 0:
+                why = "its executable is owned by %s, not root" % _owner(st.st_uid)
+            elif st.st_mode & 0o022:
+                why = "its executable may be written by %s (mode %04o)" % ("others" if st.st_mode & 0o002 else "its group", stat.S_IMODE(st.st_mode))
+    return Untrusted(proc.pid, proc.name, uid, euid, exe, why) if why else None
+
+
+def untrusted_message(item, what):
+    """The sentence of the finding untrusted_daemon_process for the Untrusted ``item``, a process taken for ``what``."""
+    uid = "an unknown uid" if item.uid is None else _owner(item.uid)
+    return ("Process %d named %s, run by %s from %s, is ignored as %s: %s; kubenode.gc believes only a daemon root runs from a "
+            "root-owned executable no one else may write." % (item.pid, item.name, uid, item.exe or "an unreadable executable", what, item.why))
+
+
+def unit_of(pid):
+    """The systemd unit whose cgroup holds ``pid`` (kubelet.service, ...), or None: the first component after
+    /system.slice/ of its systemd cgroup (cgroup v2's ``0::`` line, v1's ``name=systemd`` hierarchy).
+
+    Why the cgroup and not ``systemctl show -p MainPID``: the kernel lets only root move a process into a cgroup of
+    /system.slice (its cgroup.procs files are root's) and systemd puts every process of a system unit there, so the
+    path cannot be forged by another user (a user's delegated cgroups are under /user.slice, never at /system.slice);
+    it needs no binary to run (no systemctl whose owner and PATH would need checking, none in the gc_timer's sandbox)
+    and no D-Bus; and it also names the kubelet that k0s and RKE2 start as a child of their unit's main process, whose
+    MainPID is their supervisor. Where the unit starts the daemon itself, the daemon is its MainPID."""
+    for line in (_read(os.path.join(PROC, str(pid), "cgroup")) or b"").decode("utf-8", "replace").splitlines():
+        _hierarchy, sep, rest = line.partition(":")
+        controllers, sep2, path = rest.partition(":")
+        if sep and sep2 and controllers in ("", "name=systemd") and path.startswith(SYSTEM_SLICE):
+            unit = path[len(SYSTEM_SLICE):].split("/", 1)[0]
+            if unit:
+                return unit
+    return None
+
+
+def choose(procs, units):
+    """(the trusted Process to believe, [Untrusted]) among ``procs`` (pid order): the lowest pid of those a unit of
+    ``units`` runs, else the lowest trusted pid; every untrusted one is returned for the findings."""
+    trusted, untrusted = [], []
+    for proc in procs:
+        problem = trust_problem(proc)
+        if problem:
+            untrusted.append(problem)
+        else:
+            trusted.append(proc)
+    own = [p for p in trusted if unit_of(p.pid) in units]
+    return (own or trusted or [None])[0], untrusted
+
+
+def _kubelet_candidates():
+    """Every readable process named kubelet or kubelite of this process's pid namespace, in pid order."""
     own = _pid_namespace("self")
+    found = []
     for pid in _pids():
         if pid == os.getpid():
             continue
@@ -101,12 +207,26 @@ def kubelet_process():
         if proc and _name_of(proc) in KUBELET_NAMES + (KUBELITE,):
             theirs = _pid_namespace(pid)
             if own is None or theirs is None or theirs == own:
-                return proc
-    return None
+                found.append(proc)
+    return found
 
 
-def listener_pid(socket_path):
-    """Pid of the process listening on a unix socket (through /proc), or None.
+def find_kubelet():
+    """(the running kubelet or MicroK8s's kubelite as a trusted Process, or None; [Untrusted] processes of that name).
+
+    Only a process of this process's pid namespace counts: a kubelet in a container (a kind node on this host) reads
+    the files of its own container, not the node's. Of the trusted ones, the one a kubelet unit runs (KUBELET_UNITS)
+    wins, else the lowest pid."""
+    return choose(_kubelet_candidates(), KUBELET_UNITS)
+
+
+def kubelet_process():
+    """The running kubelet (or MicroK8s's kubelite) as a trusted Process, or None (find_kubelet)."""
+    return find_kubelet()[0]
+
+
+def listener_pids(socket_path):
+    """Pids of the processes holding the listening unix socket ``socket_path`` (through /proc), in pid order.
 
     /proc/net/unix names the path the socket was bound to, which may go through a symlink (cri-o's default
     /var/run/crio/crio.sock is /run/crio/crio.sock), so paths of the same name are compared resolved.
@@ -124,9 +244,10 @@ def listener_pid(socket_path):
                 ):
                     inodes.add("socket:[%s]" % fields[6])
     except (OSError, ValueError, StopIteration):
-        return None
+        return []
     if not inodes:
-        return None
+        return []
+    found = []
     for pid in _pids():
         fd_dir = os.path.join(PROC, str(pid), "fd")
         try:
@@ -136,22 +257,45 @@ def listener_pid(socket_path):
         for fd in fds:
             try:
                 if os.readlink(os.path.join(fd_dir, fd)) in inodes:
-                    return pid
+                    found.append(pid)
+                    break
             except OSError:
                 continue
+    return found
+
+
+def listener_pid(socket_path):
+    """Pid of the (first) process listening on a unix socket (listener_pids), or None; trusted or not."""
+    pids = listener_pids(socket_path)
+    return pids[0] if pids else None
+
+
+def _runtime_of(proc):
+    for name in (proc.name, os.path.basename(proc.argv[0])):
+        if name in RUNTIME_NAMES:
+            return RUNTIME_NAMES[name]
     return None
 
 
-def runtime_process(socket_path):
-    """(runtime, Process) of the containerd or cri-o listening on ``socket_path``; (None, None) when none does."""
-    pid = listener_pid(socket_path)
-    proc = read_process(pid) if pid else None
+def find_runtime(socket_path):
+    """(runtime, trusted Process, [Untrusted]) of the containerd or cri-o listening on ``socket_path``: runtime None
+    when no trusted process listens there (its Process then the trusted listener that is no runtime, else None).
+
+    A listener that fails trust_problem is ignored, its command line not believed; of several processes holding the
+    socket (a daemon's children may inherit it), the one its unit runs (RUNTIME_UNITS) wins, else the lowest pid."""
+    procs = [p for p in (read_process(pid) for pid in listener_pids(socket_path)) if p is not None]
+    units = tuple(u for names in RUNTIME_UNITS.values() for u in names)
+    proc, untrusted = choose(procs, units)
     if proc is None:
-        return None, None
-    for name in (proc.name, os.path.basename(proc.argv[0])):
-        if name in RUNTIME_NAMES:
-            return RUNTIME_NAMES[name], proc
-    return None, proc
+        return None, None, untrusted
+    return _runtime_of(proc), proc, untrusted
+
+
+def runtime_process(socket_path):
+    """(runtime, Process) of the trusted containerd or cri-o listening on ``socket_path``; (None, None) when none does
+    (find_runtime; (None, Process) when the trusted listener is no runtime we know)."""
+    runtime, proc, _untrusted = find_runtime(socket_path)
+    return runtime, proc
 
 
 def in_process(proc, path):

@@ -150,8 +150,10 @@ options:
     description:
       - Seconds to wait for another kubenode.gc run (image_gc or container_gc) on the same node and runtime endpoint to
         finish before failing. A finite number, 0 or more.
-      - The node lock is C(<sha256 of the socket's resolved path, 16 hex digits>.lock) in V(/run/kubenode-gc), or in the directory
-        named by the environment variable E(KUBENODE_GC_LOCK_DIR). Check mode takes no lock.
+      - The node lock is C(<sha256 of the socket's resolved path, 16 hex digits>.lock) in V(/run/kubenode-gc), a directory only
+        root can create (made 0700 without following links, and used only when root owns it and neither group nor others may
+        write it), or in the directory named by the environment variable E(KUBENODE_GC_LOCK_DIR) (for tests) when it passes
+        the same checks - else the lock is taken in V(/run/kubenode-gc), with a warning. Check mode takes no lock.
     type: float
     default: 300
 seealso:

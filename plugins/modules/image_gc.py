@@ -219,7 +219,9 @@ options:
       - The empty string disables it; every image is then first detected now, like after a kubelet restart.
       - Must be absolute. A ledger that is a symbolic link, or in a directory that is one, is refused; a ledger that is not
         UTF-8 JSON of the expected shape fails the task with one sentence naming the file (it is never replaced silently);
-        records with impossible timestamps are dropped with a warning. See the collection's Guarantees page.
+        records with impossible timestamps are dropped with a warning. A ledger whose path goes through a directory or
+        symbolic link another user owns (or a directory group or others may write) is refused, before anything is
+        removed; check mode reads it with a warning. See the collection's Guarantees page.
     type: path
     default: /var/lib/kubenode-gc/image-ledger.json
   measure_freed:
@@ -261,8 +263,11 @@ options:
     description:
       - Seconds to wait for another kubenode.gc run (image_gc or container_gc) on the same node and runtime endpoint to
         finish before failing. A finite number, 0 or more.
-      - The node lock is C(<sha256 of the socket's resolved path, 16 hex digits>.lock) in V(/run/kubenode-gc), or in the directory
-        named by the environment variable E(KUBENODE_GC_LOCK_DIR); it does not depend on O(ledger_path).
+      - The node lock is C(<sha256 of the socket's resolved path, 16 hex digits>.lock) in V(/run/kubenode-gc), a directory only
+        root can create (made 0700 without following links, and used only when root owns it and neither group nor others may
+        write it, so no other user can hold, remove or recreate the lock), or in the directory named by the environment
+        variable E(KUBENODE_GC_LOCK_DIR) (for tests) when it passes the same checks - else the lock is taken in
+        V(/run/kubenode-gc), with a warning. It does not depend on O(ledger_path).
     type: float
     default: 300
 seealso:

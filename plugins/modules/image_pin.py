@@ -70,8 +70,11 @@ options:
   crio_dropin:
     description:
       - cri-o only. The drop-in file holding the pins. By default C(99-kubenode-gc-pinned.conf) in the C(--config-dir) of
-        the cri-o process listening on the endpoint (V(/etc/crio/crio.conf.d) when it names none).
-      - Must be absolute and in a directory cri-o reads, after any drop-in that sets C(pinned_images) itself.
+        the cri-o process listening on the endpoint (V(/etc/crio/crio.conf.d) when it names none); only a cri-o root runs
+        from a root-owned executable is believed (and sent C(SIGHUP)).
+      - Must be absolute and in a directory cri-o reads, after any drop-in that sets C(pinned_images) itself. A path through a
+        directory or symbolic link another user owns (or a directory group or others may write) is refused with one
+        sentence naming it, and nothing is written.
     type: path
   lock_timeout:
     description:

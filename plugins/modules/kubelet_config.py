@@ -80,6 +80,21 @@ description:
     included) on which they disagree is a C(daemon_differs_from_files) warning naming both values. The module must run as
     root (C(become)) to read another user's process.
   - >-
+    Only root's kubelet is believed: a process whose real and effective uid are 0 and whose executable
+    (C(/proc/<pid>/exe)) is a regular file owned by root that neither group nor others may write. Where systemd runs, the
+    kubelet the kubelet's unit runs (C(kubelet.service), MicroK8s's C(snap.microk8s.daemon-kubelite), k0s's
+    C(k0sworker), k3s's C(k3s)/C(k3s-agent), RKE2's C(rke2-server)/C(rke2-agent); its cgroup is C(/system.slice/<unit>))
+    wins over any other process of that name. Any user can start a process named C(kubelet); one that fails these checks is
+    ignored, named (pid, uid, executable) in an C(untrusted_daemon_process) warning, and with no kubelet of root's the flag
+    files decide, as when none runs.
+  - >-
+    A path is written only when nothing on the way belongs to another user - every directory and link from C(/) to the
+    file owned by root, no directory writable by group or others (a sticky one such as C(/tmp) excepted, where the file
+    itself must be root's) - as systemd's C(chase()) with C(CHASE_SAFE) resolves it, each step relative to the directory
+    opened before, the file renamed into that very directory. An edit of any other path is refused with one sentence
+    naming the directory or link and its owner, and nothing is written. Such a file is still read (the kubelet reads it
+    too), with an C(untrusted_path) warning.
+  - >-
     Edits that cannot take effect are refused with one sentence and nothing is written - an O(path) that is not the file
     the running kubelet reads (its C(--config), or a drop-in of its C(--config-dir)); a O(settings) key that a flag on the
     running kubelet's command line sets; and a file that something else writes again - GKE's C(configure.sh) writes
@@ -468,6 +483,10 @@ findings:
     - C(daemon_differs_from_files) (warning) - the running kubelet's command line and the flag files disagree on a flag,
       naming both values.
     - C(daemon_reads_other_file) (warning) - O(path) is not the file the running kubelet reads.
+    - C(untrusted_daemon_process) (warning) - a process named C(kubelet) (or C(kubelite)) that is not root's, or runs from
+      an executable another user owns or may write, was ignored; the message names its pid, uid and executable.
+    - C(untrusted_path) (warning) - a file was read through a directory or symbolic link another user owns (or a
+      directory group or others may write); an edit of it is refused.
     - C(generated_file) (warning) - something else writes the file again (GKE, k0s, Bottlerocket, C(/run)); an edit of it
       is refused.
     - C(deprecated_flag) (warning) - one per deprecated container GC flag.

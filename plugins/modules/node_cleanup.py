@@ -56,7 +56,10 @@ options:
     type: str
     required: true
   history_dir:
-    description: Where the node's history records are (created with mode C(0700)).
+    description:
+      - Where the node's history records are (created with mode C(0700)). A directory whose path goes through a directory or
+        symbolic link another user owns (or a directory group or others may write) is refused with one sentence naming it,
+        and nothing is written.
     type: path
     default: /var/lib/kubenode-gc/history
   kubelet_config:

@@ -83,6 +83,17 @@ description:
     the CRI status names is compared by the C(sandbox_image_mismatch) check. The module must run as root (C(become)) to
     read another user's process.
   - >-
+    Only root's runtime is believed: the process listening on the socket counts only when its real and effective uid are 0
+    and its executable (C(/proc/<pid>/exe)) is a regular file owned by root that neither group nor others may write (of
+    several holding the socket, the one of the runtime's systemd unit, such as C(containerd.service) or C(crio.service),
+    wins). Another listener is ignored - its command line is not believed, the files are read as when no runtime runs - and
+    named (pid, uid, executable) in an C(untrusted_daemon_process) warning.
+  - >-
+    A file is written only when nothing on its path belongs to another user - every directory and link from C(/) to it
+    owned by root, no directory writable by group or others (a sticky one excepted, where the file itself must be root's) -
+    as systemd's C(chase()) with C(CHASE_SAFE) resolves it; otherwise the run fails with one sentence naming the directory
+    or link and its owner before any file is written. Such a file is still read, with an C(untrusted_path) warning.
+  - >-
     Edits that cannot take effect are refused with one sentence and nothing is written - a file that is not the one the
     runtime reads (O(path), O(storage_path) or O(dropin_dir) other than its command line's; read-only, a
     C(daemon_reads_other_file) warning); a setting that a flag of its command line sets; and a file that something else
@@ -365,7 +376,9 @@ findings:
       cri-o's configuration its graphroot, runroot, driver or imagestore), C(daemon_reads_other_file)
       (O(path), O(storage_path) or O(dropin_dir) is not what the runtime reads), C(template_placeholder) (a C(${VAR}) value
       of a template), C(runtime_unreachable) and C(runtime_other) (the socket belongs to another runtime, so the runtime
-      checks were skipped).
+      checks were skipped), C(untrusted_daemon_process) (the process listening on the socket is not root's, or runs from an
+      executable another user owns or may write; ignored, named by pid, uid and executable) and C(untrusted_path) (a file
+      was read through a directory or link another user owns or may write; an edit of it is refused).
   returned: always
   type: list
   elements: dict

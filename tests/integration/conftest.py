@@ -143,6 +143,7 @@ class Ansible:
         self.collections_path = collections_path
         self.workdir = workdir
         self.count = 0
+        self.prefix = []  # a command that ansible-playbook runs under (test_trust.py: nsenter into a private namespace)
 
     def env(self, extra=None, unset=()):
         env = dict(os.environ)
@@ -184,7 +185,8 @@ class Ansible:
         playbook = os.path.join(str(self.workdir), "play-%d.yml" % self.count)
         with open(playbook, "w", encoding="utf-8") as f:
             yaml.safe_dump(play, f)
-        cmd = [os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + interpreter, playbook]
+        cmd = self.prefix + [os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + interpreter,
+                             playbook]
         if check:
             cmd.append("--check")
         if diff:

@@ -7,13 +7,18 @@
 
 """Ansible glue for the configuration modules: read a config file, write it back safely.
 
-Writes go to a temporary file in the target's directory, are checked by an optional
-``validate`` command (``%s`` is the temporary file), optionally back up the old file,
-and replace it with ``AnsibleModule.atomic_move``, which keeps the old file's owner,
-mode and SELinux context (the write itself is _files.atomic_write). Nothing here knows any file format.
+Writes are _files.atomic_write's: the path resolved safely (no step through a directory or link another user owns,
+else the write is refused with one sentence naming it), a temporary file in the target's verified directory, checked
+by an optional ``validate`` command (``%s`` is the temporary file), optionally a backup of the old file, then a rename
+relative to that directory's descriptor. The old file's owner, mode and extended attributes are kept, and its SELinux
+label (or the policy's default one for a new file) is put on the temporary file before the rename
+(_common.selinux_relabel, through the module's SELinux functions), as ``AnsibleModule.atomic_move`` did: the rename
+itself is no longer atomic_move's, which goes by the path's text. Nothing here knows any file format.
 
 A config path that is a symbolic link (or a chain of them) is resolved first (``resolve_path``): the
-target is read, backed up and replaced, and the link stays as it was. Diffs go through ``redacted_diff``,
+target is read, backed up and replaced, and the link stays as it was. Reads go through the same resolution and keep
+working through another user's directory or link (the daemons read those files too); ``ConfigFiles`` records each such
+path, and the modules report it as an ``untrusted_path`` warning (``path_findings``). Diffs go through ``redacted_diff``,
 which hides every secret value (_redact) whatever the format.
 
 What is read must be a regular file (or a link to one) of at most MAX_CONFIG_BYTES: a FIFO, a device, a
@@ -41,9 +46,11 @@ import time
 
 from ansible.module_utils.common.text.converters import to_native
 
+from ansible_collections.kubenode.gc.plugins.module_utils import _files
+from ansible_collections.kubenode.gc.plugins.module_utils._common import selinux_relabel
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
-from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write
 from ansible_collections.kubenode.gc.plugins.module_utils._redact import MARKER, changed_secrets, secret_strings, scrub
+from ansible_collections.kubenode.gc.plugins.module_utils.config._findings import finding
 
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # the largest config, flag or drop-in file read; kubelet and runtime configs are a few KiB
@@ -80,37 +87,46 @@ def file_mode(value):
     raise ConfigFileError("mode must be an octal string such as '0644', got %r." % (value,))
 
 
-def resolve_path(path):
-    """The file ``path`` names once every symbolic link (of the file and its directories) is followed.
+def resolve_path(path, unsafe=None):
+    """The file ``path`` names once every symbolic link (of the file and its directories) is followed (_files.chase).
 
     A link whose target does not exist, or a loop of links, raises ConfigFileError: nothing is created
-    at the end of a link. A path that is no link comes back as its absolute form.
-    """
-    resolved = os.path.realpath(path)
-    if os.path.islink(path) or resolved != os.path.abspath(path):
-        try:
-            os.stat(path)
-        except FileNotFoundError:
-            if os.path.islink(path):
-                raise ConfigFileError("%s is a symbolic link to %s, which does not exist; not creating a file at the end of a link." % (path, resolved))
-        except OSError as exc:
-            raise ConfigFileError("Cannot resolve %s: %s." % (path, _reason(exc)))
-    return resolved
-
-
-def read_bytes(path):
-    """The file's bytes, or None when it does not exist; ConfigFileError unless it is a regular file of at most MAX_CONFIG_BYTES.
-
-    The type and size are checked before the file is opened and again on the open descriptor (opened
-    non-blocking, so a FIFO put there in between cannot hang the run), and at most MAX_CONFIG_BYTES + 1 bytes are read.
+    at the end of a link. A path that is no link comes back as its absolute form. The steps through another user's
+    directory or link are added to ``unsafe`` (a list), when given.
     """
     try:
-        _check_regular(path, os.stat(path))
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+        with _files.chase(path) as found:
+            if found.st is None and found.link:
+                raise ConfigFileError("%s is a symbolic link to %s, which does not exist; not creating a file at the end of a link." % (path, found.path))
+            _note(unsafe, found.unsafe)
+            return found.path
+    except FileNotFoundError:
+        return os.path.realpath(path)  # a directory on the way is missing: nothing is read there, the name is only reported
+    except OSError as exc:
+        raise ConfigFileError("Cannot resolve %s: %s." % (path, _reason(exc)))
+
+
+def _note(unsafe, found):
+    if unsafe is not None:
+        unsafe += [u for u in found if u not in unsafe]
+
+
+def read_bytes(path, unsafe=None):
+    """The file's bytes, or None when it does not exist; ConfigFileError unless it is a regular file of at most MAX_CONFIG_BYTES.
+
+    The path is resolved with _files.open_read (its unsafe steps added to ``unsafe`` when given) and the file opened
+    in the directory reached, non-blocking (a FIFO cannot hang the run); the type and size are checked on the open
+    descriptor, and at most MAX_CONFIG_BYTES + 1 bytes are read.
+    """
+    try:
+        fd, _resolved, found = _files.open_read(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise ConfigFileError("Cannot read %s: %s." % (path, _reason(exc)))
+    if fd is None:
+        return None
+    _note(unsafe, found)
     try:
         _check_regular(path, os.fstat(fd))
         chunks, size = [], 0
@@ -153,9 +169,9 @@ def encode(text, stored):
     return (BOM if stored.bom else "") + text
 
 
-def read_file(path):
+def read_file(path, unsafe=None):
     """``(text, Stored)``: the file's text as the editors see it (read_bytes, decode); text None when it does not exist."""
-    raw = read_bytes(path)
+    raw = read_bytes(path, unsafe)
     if raw is None:
         return None, Stored(None, False, "\n")
     return decode(path, raw)
@@ -173,19 +189,16 @@ def _reason(exc):
 
 
 def write_text(module, path, text, backup=False, validate=None, mode=0o644, stored=None):
-    """Atomically replace ``path`` with ``text``; return the backup file name or None.
+    """Atomically replace ``path`` with ``text`` (_files.atomic_write); return the backup file name or None.
 
-    ``mode`` applies only when the file is new; an existing file keeps owner and mode. ``stored`` (read_file's
-    second value) is how the file was when read: its BOM and line endings are put back, and when its bytes
-    changed since, nothing is written (ConfigFileError).
-    A symbolic link is followed (resolve_path): its target is backed up and replaced, the link kept.
-    Raises ConfigFileError (the target untouched) when the directory is not writable,
-    the validate command fails, or the move fails.
+    ``mode`` applies only when the file is new; an existing file keeps owner, mode and extended attributes, and the
+    SELinux label is the old file's (a new file's: the policy's default). ``stored`` (read_file's second value) is how
+    the file was when read: its BOM and line endings are put back, and when its bytes changed since, nothing is written
+    (ConfigFileError). Root's symbolic links are followed: the target is backed up and replaced, the link kept.
+    Raises ConfigFileError (the target untouched) when the path goes through a directory or link another user owns,
+    the directory does not exist or is not writable, the validate command fails, or the rename fails.
     """
-    shown, path = path, resolve_path(path)
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    if not os.path.isdir(directory):
-        raise ConfigFileError("Cannot write %s: the directory %s does not exist." % (shown, directory))
+    shown = path
     if validate and "%s" not in validate:
         raise ConfigFileError("The validate command for %s must contain %%s (the file to check): %s." % (shown, validate))
     if stored is not None and stored.raw is not None and stored.newline is None:
@@ -203,13 +216,23 @@ def write_text(module, path, text, backup=False, validate=None, mode=0o644, stor
         if stored is not None and read_bytes(path) != stored.raw:
             raise ConfigFileError("%s was changed by another writer while this run planned its edit; nothing was written, run again." % shown)
 
-    def replace(tmp, target):
-        if backup and os.path.exists(target):
-            backups.append(module.backup_local(target))
-        module.atomic_move(tmp, target, unsafe_writes=False)
+    relabel = selinux_relabel(module)
+
+    def before_replace(tmp, target, exists):
+        if backup and exists:
+            directory = os.path.dirname(target)
+            if os.stat(directory).st_mode & 0o022:  # sticky (else atomic_write refused it): another user may own the backup's name
+                raise ConfigFileError("Not backing up %s: its directory %s may be written by others, who could take the backup file's name "
+                                      "first; nothing was written." % (shown, directory))
+            backups.append(module.backup_local(target))  # in the directory atomic_write verified: root's alone
+        relabel(tmp, target, exists)
 
     try:
-        atomic_write(path, encode(text, stored), mode=mode, check=check, replace=replace)
+        _files.atomic_write(path, encode(text, stored), mode=mode, check=check, before_replace=before_replace, follow=True)
+    except _files.PathError as exc:
+        raise ConfigFileError(str(exc))
+    except FileNotFoundError as exc:
+        raise ConfigFileError("Cannot write %s: the directory %s does not exist." % (shown, exc.filename or os.path.dirname(path)))
     except OSError as exc:
         raise ConfigFileError("Cannot write %s: %s." % (shown, _reason(exc)))
     return backups[0] if backups else None
@@ -219,16 +242,31 @@ def write_text(module, path, text, backup=False, validate=None, mode=0o644, stor
 def lock_dirs(paths, timeout=LOCK_TIMEOUT):
     """Hold an exclusive flock(2) on the directory of each of ``paths`` (in sorted order, so runs cannot deadlock).
 
-    Waits up to ``timeout`` seconds for another run; then ConfigFileError. A directory that does not
-    exist is not locked (writing there fails anyway).
+    Each path is first resolved for writing (_files.chase): one that goes through a directory or link another user
+    owns is refused here, with one sentence naming it, before anything is read for the edit or written (so a run
+    writing several files writes none). Waits up to ``timeout`` seconds for another run; then ConfigFileError. A
+    directory that does not exist is not locked (writing there fails anyway).
     """
     fds = []
     try:
-        for directory in sorted({os.path.dirname(os.path.abspath(p)) or "." for p in paths}):
+        directories = {}
+        for path in paths:
             try:
-                fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+                with _files.chase(path, write=True) as found:
+                    directories.setdefault(found.directory, path)
+            except _files.PathError as exc:
+                raise ConfigFileError(str(exc))
             except FileNotFoundError:
                 continue
+            except OSError as exc:
+                raise ConfigFileError("Cannot resolve %s: %s." % (path, _reason(exc)))
+        for directory in sorted(directories):
+            try:
+                fd = _files.open_directory(directory, shown=directories[directory])
+            except FileNotFoundError:
+                continue
+            except _files.PathError as exc:
+                raise ConfigFileError(str(exc))
             except OSError as exc:
                 raise ConfigFileError("Cannot lock the directory %s for the edit: %s." % (directory, _reason(exc)))
             fds.append(fd)
@@ -256,18 +294,25 @@ class ConfigFiles:
     def __init__(self, module):
         self.module = module
         self.stored = {}
+        self.untrusted = {}  # path as read -> the steps of its path another user controls (_files.Unsafe)
 
-    resolve_path = staticmethod(resolve_path)
     lock = staticmethod(lock_dirs)
 
+    def resolve_path(self, path):
+        return resolve_path(path, self.untrusted.setdefault(path, []))
+
     def read_text(self, path):
-        text, stored = read_file(path)
+        text, stored = read_file(path, self.untrusted.setdefault(path, []))
         self.stored[os.path.realpath(path)] = stored
         return text
 
     def write_text(self, path, text, backup=False, validate=None, mode=0o644):
         stored = self.stored.get(os.path.realpath(path))
         return write_text(self.module, path, text, backup=backup, validate=validate, mode=mode, stored=stored)
+
+    def path_findings(self):
+        """An ``untrusted_path`` warning per file read through a directory or link another user controls, by path."""
+        return [finding("warning", "untrusted_path", _files.unsafe_read(path, unsafe)) for path, unsafe in sorted(self.untrusted.items()) if unsafe]
 
 
 def config_files(module, opts):

@@ -13,6 +13,7 @@ roles' ``fail_on_findings`` gate (through the ``findings_at_or_above`` filter).
 
 from __future__ import annotations
 
+from ansible_collections.kubenode.gc.plugins.module_utils._daemons import untrusted_message
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import OptionError
 
 SEVERITIES = ("error", "warning", "info")
@@ -22,6 +23,12 @@ GATES = {"error": SEVERITIES[:1], "warning": SEVERITIES[:2], "never": ()}
 
 def finding(severity, code, message):
     return dict(severity=severity, code=code, message=message)
+
+
+def untrusted_findings(untrusted, what):
+    """An ``untrusted_daemon_process`` warning per process of a daemon's name that is not trusted (_daemons.Untrusted),
+    taken for ``what`` (the kubelet, the runtime listening on a socket): its pid, uid and executable."""
+    return [finding("warning", "untrusted_daemon_process", untrusted_message(item, what)) for item in untrusted]
 
 
 def severity_rank(severity):

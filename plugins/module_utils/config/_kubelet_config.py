@@ -23,7 +23,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigE
 from ansible_collections.kubenode.gc.plugins.module_utils.config import _kubelet_config_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils.config import _node_layouts as layouts
 from ansible_collections.kubenode.gc.plugins.module_utils.config._config_io import file_mode, redact_texts, redacted_diff
-from ansible_collections.kubenode.gc.plugins.module_utils.config._findings import finding, sort_findings
+from ansible_collections.kubenode.gc.plugins.module_utils.config._findings import finding, sort_findings, untrusted_findings
 from ansible_collections.kubenode.gc.plugins.module_utils.config._kubelet_flags import (
     CONFIG_DIR_FLAG,
     CONFIG_FLAG,
@@ -84,16 +84,19 @@ def read_flags(files, patterns):
 
 
 def running_kubelet(files):
-    """The running kubelet: dict(pid, what, flags) with the flags of its command line (MicroK8s's kubelite: of the file
-    of its --kubelet-args-file), relative paths as the kubelet resolves them; None when no kubelet runs."""
-    proc = _daemons.kubelet_process()
+    """(the running kubelet, untrusted_daemon_process findings): the kubelet a dict(pid, what, flags) with the flags of its
+    command line (MicroK8s's kubelite: of the file of its --kubelet-args-file), relative paths as the kubelet resolves
+    them, None when no trusted kubelet runs (_daemons.find_kubelet: root's, from a root-owned executable); a finding per
+    process of that name that is not trusted, which is ignored."""
+    proc, untrusted = _daemons.find_kubelet()
+    found = untrusted_findings(untrusted, "the kubelet")
     if proc is None:
-        return None
+        return None, found
     words, source = proc.argv[1:], "/proc/%d/cmdline" % proc.pid
     if proc.name == _daemons.KUBELITE or os.path.basename(proc.argv[0]) == _daemons.KUBELITE:
         args_file = _daemons.go_flags(proc.argv[1:], [(_daemons.KUBELITE_ARGS_FLAG,)]).get(_daemons.KUBELITE_ARGS_FLAG)
         if not args_file:
-            return None
+            return None, found
         args_file = _daemons.in_process(proc, _daemons.expand(args_file, proc.environ))
         variables = dict(proc.environ, **layouts.microk8s_variables(args_file))
         words, source = _daemons.args_file_words(files.read_text(args_file), variables), args_file
@@ -101,7 +104,7 @@ def running_kubelet(files):
     for flag in flags:
         if flag["flag"] in (CONFIG_FLAG, CONFIG_DIR_FLAG, ROOT_DIR_FLAG):
             flag["value"] = _daemons.in_process(proc, flag["value"])
-    return dict(pid=proc.pid, what="the running kubelet (pid %d)" % proc.pid, flags=flags, source=source)
+    return dict(pid=proc.pid, what="the running kubelet (pid %d)" % proc.pid, flags=flags, source=source), found
 
 
 def attribute(daemon_flags, file_flags):
@@ -177,13 +180,16 @@ def run(files, opts, check_mode=False):
 
     When a kubelet runs, its command line is the truth (running_kubelet): its --config, --config-dir and flags; the
     flag files are then only compared with it. Without one, the flag files and the default paths say what it would read.
+    Only root's kubelet counts: a process of that name another user runs (or run from a file another user may write) is
+    ignored and named in an ``untrusted_daemon_process`` warning. A file read through a directory or link another user
+    controls is named in an ``untrusted_path`` warning; an edit of such a path is refused (_config_io.lock_dirs).
     A symbolic link as the config file is followed: the target is read and replaced (``resolved_path``).
     Secret values (_redact) are replaced by the marker in ``config``, ``effective`` and ``diff``, and
     removed from every message, including errors. A run that may write holds the file's lock
     (_config_io.lock_dirs) from its read to its write, so concurrent runs on one file both land.
     """
     file_flags = read_flags(files, opts["flag_files"])
-    daemon = running_kubelet(files)
+    daemon, untrusted = running_kubelet(files)
     flags = attribute(daemon["flags"], file_flags) if daemon else file_flags
     if opts.get("config_dir"):
         config_dir, dir_found = opts["config_dir"], "option"
@@ -197,8 +203,8 @@ def run(files, opts, check_mode=False):
         raise ConfigError("No kubelet configuration file found (tried %s); give path, and content to create one." % ", ".join(DEFAULT_PATHS))
     resolved = files.resolve_path(path) if path else None
     writing = not check_mode and settings_or_content(opts)
-    with files.lock([resolved] if writing and resolved else []):
-        return _run(files, opts, check_mode, flags, config_dir, dir_found, main, path, resolved, daemon, file_flags)
+    with files.lock([path] if writing and path else []):  # refuses a path through another user's directory or link
+        return _run(files, opts, check_mode, flags, config_dir, dir_found, main, path, resolved, daemon, file_flags, untrusted)
 
 
 def refusal(opts, path, main, flags, daemon, existing, os_name):
@@ -219,7 +225,7 @@ def refusal(opts, path, main, flags, daemon, existing, os_name):
     return None
 
 
-def _run(files, opts, check_mode, flags, config_dir, dir_found, main, path, resolved, daemon, file_flags):
+def _run(files, opts, check_mode, flags, config_dir, dir_found, main, path, resolved, daemon, file_flags, untrusted):
     existing = files.read_text(path) if path else None  # at the end of its links (resolved), named as written
     dropins = []
     if config_dir:
@@ -249,7 +255,7 @@ def _run(files, opts, check_mode, flags, config_dir, dir_found, main, path, reso
         result.update(path=path, resolved_path=resolved, config=redacted(result["config"]), effective=redacted(result["effective"]),
                       config_dir=config_dir, dropins=[p for p, t in dropins])
         discovered = discovery_findings(path, main, opts, flags, config_dir, dir_found, daemon)
-        discovered += daemon_findings(daemon, file_flags) + generated_findings(path, existing, os_name)
+        discovered += daemon_findings(daemon, file_flags) + generated_findings(path, existing, os_name) + untrusted + files.path_findings()
         result["findings"] = sort_findings(result["findings"] + discovered, by=("code",))
         result["feature_gates"] = policy.feature_gates(planned["config"], info_flags(flags, FEATURE_GATES_FLAG))
         root_dirs = info_flags(flags, ROOT_DIR_FLAG)

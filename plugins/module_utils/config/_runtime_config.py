@@ -26,7 +26,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._redact import scrub_a
 from ansible_collections.kubenode.gc.plugins.module_utils.config import _config_io, _runtime_config_policy as rc
 from ansible_collections.kubenode.gc.plugins.module_utils.config import _node_layouts as layouts
 from ansible_collections.kubenode.gc.plugins.module_utils.config._config_io import ConfigFileError, file_mode, redact_texts, redacted_diff
-from ansible_collections.kubenode.gc.plugins.module_utils.config._findings import finding, sort_findings
+from ansible_collections.kubenode.gc.plugins.module_utils.config._findings import finding, sort_findings, untrusted_findings
 from ansible_collections.kubenode.gc.plugins.module_utils.config._toml_edit import HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR, redact_text
 from ansible_collections.kubenode.gc.plugins.module_utils.cri import _cri, _crio_api, _snapshot
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri_backend import cri_options, require_cri_libraries
@@ -45,7 +45,8 @@ def options(params):
     if params["validate"] and "%s" not in params["validate"]:
         raise OptionError("validate must contain %%s (the file to check), got %r." % params["validate"])
     crio_options = [k for k in CRIO_ONLY if params[k] is not None]
-    daemon = running_runtime(opts) if params["query_runtime"] else None
+    opts["untrusted_daemons"] = []  # untrusted_daemon_process findings: a listener on the socket that is not root's
+    daemon = running_runtime(opts, opts["untrusted_daemons"]) if params["query_runtime"] else None
     if daemon and params["runtime"] and daemon["runtime"] != params["runtime"]:
         daemon = None
     if not (params["runtime"] or daemon):
@@ -67,13 +68,18 @@ def options(params):
     return opts
 
 
-def running_runtime(opts):
-    """The runtime listening on the CRI socket in use, as options() describes it; None when none can be read."""
+def running_runtime(opts, untrusted=None):
+    """The runtime listening on the CRI socket in use, as options() describes it; None when none can be read or the
+    listener is not trusted (_daemons.find_runtime: root's, from a root-owned executable): then an
+    untrusted_daemon_process finding naming it is added to ``untrusted`` (a list), and the files are read as when no
+    runtime runs."""
     try:
         path = _cri.endpoint_to_path(_cri.resolve_endpoint(opts["cri_endpoint"])[0])
     except _cri.CriError:
         return None
-    runtime, proc = _daemons.runtime_process(path)
+    runtime, proc, ignored = _daemons.find_runtime(path)
+    if untrusted is not None:
+        untrusted += untrusted_findings(ignored, "the runtime listening on %s" % path)
     if runtime is None:
         return None
     name = rc.RUNTIME_NAMES[runtime]
@@ -246,11 +252,13 @@ def run(files, opts, check_mode=False):
     Symbolic links are followed for the files it writes: the targets are read and replaced (``resolved_path``,
     ``resolved_files``). Secret values (_redact) are replaced by the marker in ``diff`` and removed from every
     message, including errors. A run that may write holds the lock of the files it may write
-    (_config_io.lock_dirs) from its reads to its writes, so concurrent runs both land.
+    (_config_io.lock_dirs) from its reads to its writes, so concurrent runs both land; that lock refuses, before
+    anything is written, a file whose path goes through a directory or link another user controls (read, such a file
+    gives an ``untrusted_path`` warning). A listener on the socket that is not root's gives ``untrusted_daemon_process``.
     """
     runtime = opts["runtime"]
     writing = not check_mode and bool(opts["settings"] or opts["content"] is not None or opts["storage_content"] is not None)
-    with files.lock([files.resolve_path(p) for p in owned_paths(runtime, opts)] if writing else []):
+    with files.lock(owned_paths(runtime, opts) if writing else []):  # refuses a path through another user's directory or link
         return _locked_run(files, opts, check_mode, runtime)
 
 
@@ -310,7 +318,7 @@ def _run(files, opts, check_mode, runtime, disk, resolved, redact):
         if new is not None and new != disk[path]:
             writes.append((path, new))
     rc.generated_check(disk, [path for path, text in writes if disk.get(path) is not None], mco_paths, os_name)
-    findings += rc.generated_findings(disk, mco_paths, os_name)
+    findings += rc.generated_findings(disk, mco_paths, os_name) + opts.get("untrusted_daemons", []) + files.path_findings()
     found, secrets = redact_texts(list(disk.values()) + list(base.values()) + [text for path, text in writes], redact)
     backups, done = {}, []
     if not check_mode:

@@ -5,13 +5,23 @@
 
 # This file is private to the kubenode.gc collection; it is not a public API.
 
-"""The image last-use ledger on disk, and the node lock beside it.
+"""The image last-use ledger on disk, and the node lock.
 
 The kubelet keeps first_detected / last_used in memory and loses them on restart
 (kubernetes/kubernetes#119642); the ledger keeps them across runs. It is a small
-JSON file, written atomically (temp file in the same directory, fsync, rename)
-with mode 0600. ``created`` is when tracking began: the MaxAge pass waits until
-tracking is older than MaxAge, as the kubelet waits for its own uptime.
+JSON file, written atomically (_files.atomic_write: temp file in the same directory,
+fsync, rename) with mode 0600. ``created`` is when tracking began: the MaxAge pass
+waits until tracking is older than MaxAge, as the kubelet waits for its own uptime.
+Its path is resolved safely (_files.chase): a run that will write it refuses, before
+it removes anything, a ledger whose path goes through a directory or link another
+user controls (``check_path``); a read through one works, with a warning.
+
+The node lock lives in /run/kubenode-gc, a directory only root can create (/run is
+root's, mode 0755), made 0700 without following links and used only when root owns
+it and no one else may write it (``lock_directory``): no other user can hold, remove
+or recreate the lock file, so none can delay a run or let a second one start beside
+it. (/run/lock, mode 1777, would let any user create the directory first.) The
+gc_timer role's unit has systemd make the same directory (RuntimeDirectory=).
 """
 
 from __future__ import annotations
@@ -24,13 +34,13 @@ import os
 import stat
 import time
 
+from ansible_collections.kubenode.gc.plugins.module_utils import _files
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
-from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import socket_identity
 
 LEDGER_VERSION = 1
-LOCK_DIR = "/run/kubenode-gc"
-LOCK_DIR_ENV = "KUBENODE_GC_LOCK_DIR"
+LOCK_DIR = "/run/kubenode-gc"  # the gc_timer role's unit names it too (RuntimeDirectory=kubenode-gc)
+LOCK_DIR_ENV = "KUBENODE_GC_LOCK_DIR"  # another directory, for tests; used only when it passes the same checks
 
 
 def node_lock_path(endpoint):
@@ -66,8 +76,12 @@ def load(path, now, warnings=None):
     """
     warnings = [] if warnings is None else warnings
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd, _resolved, _unsafe = _files.open_read(path, follow=False)  # check_path warned of its unsafe steps
+        if fd is None:
+            return new_ledger(now)
         with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise LedgerError("The image ledger %s is not a regular file." % path)
             raw = f.read()
     except FileNotFoundError:
         return new_ledger(now)
@@ -109,34 +123,68 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_directory(directory, what, warnings):
-    """Refuse a symlinked directory; warn, like sshd's StrictModes, when it is not owned by us or root, or group/other-writable."""
+def check_path(path, writing, warnings):
+    """Check the ledger's path (_files.chase): a run that will write it (``writing``) refuses, with LedgerError, a path
+    through a directory or link another user controls, so it fails before it removes anything; a read only warns.
+    The ledger's own directory may not be a symbolic link (nor the ledger: load)."""
     try:
-        st = os.lstat(directory)
+        with _files.chase(os.path.dirname(path), write=writing, follow=False) as parent:
+            if parent.st is not None and stat.S_ISLNK(parent.st.st_mode):
+                raise LedgerError("The ledger directory %s is a symbolic link; kubenode.gc does not follow links for its ledger." % parent.path)
+        with _files.chase(path, write=writing, follow=False) as found:
+            if found.unsafe:
+                warnings.append("The image ledger %s is read through %s: another user could change the records that keep images alive; a run "
+                                "that removes images refuses it." % (path, "; ".join(str(u) for u in found.unsafe)))
+    except _files.UnsafePathError as exc:
+        raise LedgerError("Not using the image ledger %s: its path goes through %s, so another user could replace it or redirect its "
+                          "write; nothing was removed." % (path, exc.unsafe))
     except FileNotFoundError:
-        return
+        return  # a missing directory: made when the ledger is saved
     except OSError as exc:
-        raise LedgerError("Cannot inspect the %s directory %s: %s." % (what, directory, exc.strerror or exc))
-    if stat.S_ISLNK(st.st_mode):
-        raise LedgerError("The %s directory %s is a symbolic link; kubenode.gc does not follow links for its %s." % (what, directory, what))
-    if not stat.S_ISDIR(st.st_mode):
-        raise LedgerError("The %s directory %s is not a directory." % (what, directory))
-    if st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-        warnings.append("The %s directory %s is owned by uid %d with mode %04o: another user could replace the %s; "
-                        "make it owned by root and not group- or world-writable." % (what, directory, st.st_uid, stat.S_IMODE(st.st_mode), what))
+        raise LedgerError("Cannot inspect the image ledger %s: %s." % (path, exc.strerror or exc))
 
 
 def save(path, ledger):
-    """Write the ledger atomically with mode 0600 (its directory is created 0700 if missing)."""
+    """Write the ledger atomically with mode 0600, its missing directories made 0700 (_files.atomic_write: refused
+    through a directory or link another user controls)."""
     try:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
-        atomic_write(path, json.dumps(ledger, sort_keys=True, separators=(",", ":")), mode=0o600, keep_owner_mode=False, prefix=".image-ledger-")
+        _files.atomic_write(path, json.dumps(ledger, sort_keys=True, separators=(",", ":")), mode=0o600, keep_owner_mode=False,
+                            prefix=".image-ledger-", mkdir=0o700)
+    except _files.UnsafePathError as exc:
+        raise LedgerError("Cannot write the image ledger %s: its path goes through %s, so another user could redirect the write." % (path, exc.unsafe))
     except OSError as exc:
         raise LedgerError("Cannot write the image ledger %s: %s." % (path, exc.strerror or exc))
 
 
+def lock_directory(directory):
+    """A descriptor of the lock directory ``directory``, made 0700 when missing (its parents too), never through a
+    link (the directory itself may not be one either); LedgerError unless root owns it and neither group nor others
+    may write it (a sticky bit does not help: a lock file must be root's to remove)."""
+    try:
+        fd = _files.open_directory(directory, mode=0o700, follow=False)
+    except _files.UnsafePathError as exc:
+        raise LedgerError("Not using %s for the node lock: its path goes through %s, so another user could hold, remove or recreate the lock."
+                          % (directory, exc.unsafe))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise LedgerError("Not using %s for the node lock: it is a symbolic link; kubenode.gc does not follow links for its lock." % directory)
+        raise LedgerError("Cannot open the node lock directory %s: %s." % (directory, exc.strerror or exc))
+    st = os.fstat(fd)
+    if st.st_mode & 0o022:
+        os.close(fd)
+        raise LedgerError("Not using %s for the node lock: it is writable by %s (mode %04o), so another user could remove or recreate the lock."
+                          % (directory, "group and others" if st.st_mode & 0o022 == 0o022 else "its group" if st.st_mode & 0o020 else "others",
+                             stat.S_IMODE(st.st_mode)))
+    return fd
+
+
 class NodeLock:
-    """An exclusive flock on ``path``; waits up to ``timeout`` seconds, then raises LedgerError."""
+    """An exclusive flock on ``path``; waits up to ``timeout`` seconds, then raises LedgerError.
+
+    The lock file is opened with O_NOFOLLOW in the directory lock_directory verified, and must be a regular file of
+    root's. A directory other than /run/kubenode-gc (KUBENODE_GC_LOCK_DIR) that fails lock_directory's checks is not
+    used: the lock is taken in /run/kubenode-gc instead, with a warning (``path`` then names that file), so no user can
+    stop a run, or let two run together, by making that directory first."""
 
     def __init__(self, path, timeout, what="image_gc", warnings=None):
         self.warnings = [] if warnings is None else warnings
@@ -145,16 +193,32 @@ class NodeLock:
         self.what = what
         self._fd = None
 
-    def __enter__(self):
-        directory = os.path.dirname(os.path.abspath(self.path))
+    def _open(self):
+        directory, name = os.path.split(os.path.abspath(self.path))
         try:
-            os.makedirs(directory, mode=0o700, exist_ok=True)
-            check_directory(directory, "lock", self.warnings)
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            dir_fd = lock_directory(directory)
+        except LedgerError as exc:
+            if directory == LOCK_DIR:
+                raise
+            self.warnings.append("%s The node lock is taken in %s instead." % (exc, LOCK_DIR))
+            directory, self.path = LOCK_DIR, os.path.join(LOCK_DIR, name)
+            dir_fd = lock_directory(directory)
+        try:
+            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=dir_fd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise LedgerError("The node lock %s is a symbolic link; kubenode.gc does not follow links for its lock." % self.path)
             raise LedgerError("Cannot open the node lock %s: %s." % (self.path, exc.strerror or exc))
+        finally:
+            os.close(dir_fd)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != 0:
+            os.close(fd)
+            raise LedgerError("The node lock %s is not a regular file of root's; remove it." % self.path)
+        return fd
+
+    def __enter__(self):
+        self._fd = self._open()
         deadline = time.monotonic() + self.timeout
         while True:
             try:

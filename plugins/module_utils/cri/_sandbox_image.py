@@ -65,8 +65,7 @@ def from_sandbox_info(info):
     return image if isinstance(image, str) and image else None
 
 
-def _config_path(pid):
-    proc = _daemons.read_process(pid)
+def _config_path(proc):
     if proc is None or not os.path.basename(proc.argv[0]).startswith("containerd"):
         return None
     return _daemons.runtime_flags("containerd", proc.argv[1:], proc=proc).get("config", CONTAINERD_CONFIG)
@@ -89,13 +88,14 @@ def from_containerd_config(text):
 
 
 def from_runtime_config(socket_path):
-    """The sandbox image in the config file of the containerd listening on ``socket_path``, or None."""
-    pid = _daemons.listener_pid(socket_path)
-    path = _config_path(pid) if pid else None
+    """The sandbox image in the config file of the containerd listening on ``socket_path``, or None: only a trusted
+    listener's command line is believed (_daemons.runtime_process: root's, from a root-owned executable)."""
+    _runtime, proc = _daemons.runtime_process(socket_path)
+    path = _config_path(proc)
     if not path:
         return None
     try:
-        with open(os.path.join("/proc/%d/root" % pid, path.lstrip("/")), encoding="utf-8") as f:
+        with open(os.path.join("/proc/%d/root" % proc.pid, path.lstrip("/")), encoding="utf-8") as f:
             return from_containerd_config(f.read())
     except OSError:
         return None

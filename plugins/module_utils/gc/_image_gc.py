@@ -222,7 +222,7 @@ def observe(client, opts, now=None):
         raise OptionError("Observing needs a ledger_path: without one there is nothing to record.")
     warnings = []
     with _ledger.NodeLock(_ledger.node_lock_path(client.endpoint), opts["lock_timeout"], warnings=warnings):
-        state = _State(client, opts, now)
+        state = _State(client, opts, now, writing=True)
         state.ledger["images"] = state.records
         _ledger.save(state.ledger_path, state.ledger)
     planned = new_result(state.plan, True)
@@ -236,7 +236,7 @@ def observe(client, opts, now=None):
 class _State:
     """What one run read and decided: the node's images and image filesystem, the ledger and the plan."""
 
-    def __init__(self, client, opts, now):
+    def __init__(self, client, opts, now, writing=False):
         node = read_node(client, ("runtime", "imagefs", "images"), image_volumes=True)
         self.image_mounts = node["image_mounts"]  # None where the runtime has no image volumes
         self.native = native_removal(node["runtime"])
@@ -249,7 +249,7 @@ class _State:
         self.ledger_path = opts["ledger_path"]
         self.warnings = []
         if self.ledger_path:
-            _ledger.check_directory(os.path.dirname(self.ledger_path), "ledger", self.warnings)
+            _ledger.check_path(self.ledger_path, writing, self.warnings)  # a run that writes it refuses another user's path
             self.ledger = _ledger.load(self.ledger_path, self.free_time, self.warnings)
         else:
             self.ledger = _ledger.new_ledger(self.free_time)
@@ -282,7 +282,7 @@ def _assume_gone(images, gone):
 
 
 def _run(client, opts, check_mode, now, statvfs):
-    state = _State(client, opts, now)
+    state = _State(client, opts, now, writing=not check_mode)
     plan = state.plan
     result = new_result(plan, check_mode, opts["mode"])
     result["ledger"]["path"] = state.ledger_path

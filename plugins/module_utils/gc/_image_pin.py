@@ -34,7 +34,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils.containerd._containerd
     ContainerdImages,
 )
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError
-from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write
+from ansible_collections.kubenode.gc.plugins.module_utils._files import PathError, atomic_write
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriError
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import check_keep_patterns, keep_matcher
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._snapshot import read_images
@@ -135,9 +135,10 @@ def _containerd(client, images, match, opts, check_mode, result):
 
 
 def _crio_paths(client, opts):
-    """(drop-in path, main config path, config dir, pid of the listening cri-o or None)."""
-    pid = _daemons.listener_pid(client.path)
-    proc = _daemons.read_process(pid) if pid is not None else None
+    """(drop-in path, main config path, config dir, pid of the listening cri-o or None): only a trusted listener counts
+    (_daemons.runtime_process: root's, from a root-owned executable), for its flags and for the SIGHUP."""
+    _runtime, proc = _daemons.runtime_process(client.path)
+    pid = proc.pid if proc is not None else None
     config, config_dir = CRIO_CONFIG, CRIO_CONFIG_DIR
     if proc is not None:
         flags = _daemons.runtime_flags("crio", proc.argv[1:], proc.environ, proc)
@@ -205,12 +206,12 @@ def _crio(client, images, match, opts, check_mode, result):
     if check_mode:
         return before, after
     try:
-        atomic_write(dropin, text, mode=0o644)
-    except OSError as exc:
+        atomic_write(dropin, text, mode=0o644)  # refused (PathError) through a directory or link another user owns
+    except (OSError, PathError) as exc:
         result["changed"] = False
         result["pinned"], result["unpinned"] = [], []
         result.pop("_expect", None)
-        raise PinError("Cannot write %s: %s." % (dropin, exc.strerror or exc), result=result)
+        raise PinError(str(exc) if isinstance(exc, PathError) else "Cannot write %s: %s." % (dropin, exc.strerror or exc), result=result)
     if pid is None:
         result.pop("_expect", None)
         raise PinError("Wrote %s but found no cri-o process listening on %s to reload; reload cri-o (systemctl reload crio)." % (dropin, client.path),

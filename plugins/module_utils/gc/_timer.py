@@ -23,7 +23,7 @@ import sys
 import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
-from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write
+from ansible_collections.kubenode.gc.plugins.module_utils._files import PathError, atomic_write
 from ansible_collections.kubenode.gc.plugins.module_utils.cri import _cri
 from ansible_collections.kubenode.gc.plugins.module_utils.gc import _container_gc, _image_gc
 
@@ -138,9 +138,9 @@ def _rfc3339(seconds):
 
 
 def write_state(path, state):
-    """The state file, atomically (0644: no secret in it)."""
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    atomic_write(path, json.dumps(state, sort_keys=True, indent=1) + "\n", mode=0o644, keep_owner_mode=False, prefix=".gc-timer-state-")
+    """The state file, atomically (0644: no secret in it), its missing directories made 0700; refused (PathError)
+    through a directory or link another user controls (_files.atomic_write)."""
+    atomic_write(path, json.dumps(state, sort_keys=True, indent=1) + "\n", mode=0o644, keep_owner_mode=False, prefix=".gc-timer-state-", mkdir=0o700)
 
 
 def main(argv=None, out=sys.stdout):
@@ -162,6 +162,9 @@ def main(argv=None, out=sys.stdout):
     state = run(config)
     try:
         write_state(state_path(config["image"]["ledger_path"]), state)
+    except PathError as exc:
+        state["result"] = "failed"
+        state["message"] += "; %s" % (str(exc)[0].lower() + str(exc)[1:])
     except OSError as exc:
         state["result"] = "failed"
         state["message"] += "; cannot write the state file: %s" % (exc.strerror or exc)

@@ -23,9 +23,9 @@ import os
 import re
 from types import SimpleNamespace
 
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, selinux_relabel
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
-from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write
+from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write, open_directory
 from ansible_collections.kubenode.gc.plugins.module_utils.config import _kubelet_config
 from ansible_collections.kubenode.gc.plugins.module_utils.config._config_io import config_files
 from ansible_collections.kubenode.gc.plugins.module_utils.cri import _cri_info
@@ -147,7 +147,7 @@ def complete_interrupted_records(module, history_dir, images, now, warnings):
         if not isinstance(record, dict):
             continue
         completed = complete_interrupted(record, images, iso(now))
-        atomic_write(path, json.dumps(completed, indent=2, sort_keys=True) + "\n", mode=0o600, replace=module.atomic_move)
+        atomic_write(path, json.dumps(completed, indent=2, sort_keys=True) + "\n", mode=0o600, before_replace=selinux_relabel(module))
         done.append(path)
     return done
 
@@ -166,7 +166,7 @@ def run(module, opts, check_mode):
     out["usage_before"] = fs.get("usage_percent")
     history_dir = opts["history_dir"]
     if not check_mode:
-        os.makedirs(history_dir, mode=0o700, exist_ok=True)
+        os.close(open_directory(history_dir, mode=0o700))  # made 0700; refused (PathError) through another user's directory or link
         out["interrupted_records"] = complete_interrupted_records(module, history_dir, before.get("images") or [], now, warnings)
         out["changed"] = bool(out["interrupted_records"])
     kubelet = run_part(module, PARTS["kubelet_config"], opts["kubelet"], config_files)
@@ -192,7 +192,7 @@ def run(module, opts, check_mode):
     if not check_mode:
         provisional = {"host": opts["host"], "status": "interrupted", "in_progress": True, "check_mode": False, "started_at": iso(now),
                        "usage_before": out["usage_before"], "images_before": images_seen(before.get("images") or [])}
-        atomic_write(out["record_file"], json.dumps(provisional, indent=2, sort_keys=True) + "\n", mode=0o600, replace=module.atomic_move)
+        atomic_write(out["record_file"], json.dumps(provisional, indent=2, sort_keys=True) + "\n", mode=0o600, before_replace=selinux_relabel(module))
         out["changed"] = True
     failed = None
     if opts["pin"]:

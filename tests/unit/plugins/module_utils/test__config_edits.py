@@ -341,3 +341,72 @@ def test_json_keeps_its_spacing_and_commas():
 def test_line_paths_know_multi_line_values():
     text = 'a = [\n  "x", # c ]\n  "y",\n]\n[t."q.r"]\n  s = """one\ntwo ]"""\n  u = 1\n'
     assert line_paths(text) == [("key", ("a",))] * 4 + [("table", ("t", "q.r"))] + [("key", ("t", "q.r", "s"))] * 2 + [("key", ("t", "q.r", "u"))]
+
+
+# ------------------------------------------------------------------------ issue 39: paths another user controls
+
+
+def user_link(tmp_path, target):
+    """tmp_path/user (uid 65534's directory) holding its link config.yaml -> ``target``."""
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "config.yaml").symlink_to(target)
+    os.chown(str(user / "config.yaml"), 65534, 65534, follow_symlinks=False)
+    os.chown(str(user), 65534, 65534)
+    return user / "config.yaml"
+
+
+def tree_bytes(root):
+    return {os.path.join(b, n): open(os.path.join(b, n), "rb").read() for b, _d, names in os.walk(str(root)) for n in names
+            if not os.path.islink(os.path.join(b, n))}
+
+
+def test_an_edit_through_another_users_directory_and_link_is_refused_and_a_read_warned(tmp_path):
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "config.yaml").write_text(KUBELET)
+    link = user_link(tmp_path, etc / "config.yaml")
+    before = tree_bytes(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        kubelet_run(tmp_path, path=str(link), settings={"imageGCHighThresholdPercent": 90})
+    assert str(err.value) == ("Not writing %s: its path goes through %s, a directory owned by uid 65534 (nobody), not root, so another user could "
+                              "redirect the write; nothing was written." % (link, tmp_path / "user"))
+    assert tree_bytes(tmp_path) == before
+    res = kubelet_run(tmp_path, check=True, path=str(link), settings={"imageGCHighThresholdPercent": 90})
+    assert res["changes"] == [dict(key="imageGCHighThresholdPercent", before=85, after=90)] and res["resolved_path"] == str(etc / "config.yaml")
+    (warning,) = [f for f in res["findings"] if f["code"] == "untrusted_path"]
+    assert warning == dict(severity="warning", code="untrusted_path", message=(
+        "%s is read through %s, a directory owned by uid 65534 (nobody), not root; %s, a symbolic link owned by uid 65534 (nobody), not root: "
+        "another user can change what it holds, so kubenode.gc reports it (the daemons read it too) but will not write there" % (
+            link, tmp_path / "user", link)))
+    assert tree_bytes(tmp_path) == before
+
+
+def test_runtime_config_writes_nothing_when_one_of_its_files_is_unsafe(tmp_path):
+    """cri-o's storage.conf is written before crio.conf: when crio.conf's path is another user's, neither is written."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "storage.conf").write_text('[storage]\ndriver = "overlay"\ngraphroot = "/var/lib/containers/storage"\n')
+    (etc / "crio.conf").write_text('[crio]\nroot = "/var/lib/containers/storage"\n')
+    link = user_link(tmp_path, etc / "crio.conf")
+    before = tree_bytes(tmp_path)
+    with pytest.raises(ConfigError, match="^Not writing %s: its path goes through %s, a directory owned by uid 65534" % (link, tmp_path / "user")):
+        runtime_run(runtime="crio", path=str(link), storage_path=str(etc / "storage.conf"), dropin_dir=str(tmp_path / "d"),
+                    settings={"graphroot": "/data/storage"})
+    assert tree_bytes(tmp_path) == before
+    res = runtime_run(check=True, runtime="crio", path=str(link), storage_path=str(etc / "storage.conf"), dropin_dir=str(tmp_path / "d"),
+                      settings={"graphroot": "/data/storage"})
+    assert [f["code"] for f in res["findings"]].count("untrusted_path") == 1 and tree_bytes(tmp_path) == before
+
+
+def test_in_a_sticky_directory_others_write_a_roots_file_is_edited_but_not_backed_up(tmp_path):
+    """/tmp-like: root's file is written (only its owner may rename it), but a backup's name could be taken first."""
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    os.chmod(str(sticky), 0o1777)
+    (sticky / "config.yaml").write_text(KUBELET)
+    with pytest.raises(ConfigError, match="^Not backing up %s: its directory %s may be written by others" % (sticky / "config.yaml", sticky)):
+        kubelet_run(tmp_path, path=str(sticky / "config.yaml"), settings={"imageGCHighThresholdPercent": 90}, backup=True)
+    assert (sticky / "config.yaml").read_text() == KUBELET and os.listdir(str(sticky)) == ["config.yaml"]
+    assert kubelet_run(tmp_path, path=str(sticky / "config.yaml"), settings={"imageGCHighThresholdPercent": 90})["changed"] is True
+    assert "imageGCHighThresholdPercent: 90" in (sticky / "config.yaml").read_text()

@@ -94,6 +94,25 @@ def test_real_process_named_kubelet():
 
 
 @pytest.mark.real_proc
+def test_real_unprivileged_kubelet_is_not_trusted():
+    """/proc itself (issue 39): a process named kubelet that uid 65534 runs is ignored, named with its uid and the
+    executable the kernel runs (the interpreter, root's: the uid alone fails it)."""
+    code = "import ctypes, sys; ctypes.CDLL(None).prctl(15, b'kubelet', 0, 0, 0); print('up', flush=True); sys.stdin.read()"
+    child = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code, "--config", "/x.yaml"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "up\n"
+        found, ignored = _daemons.find_kubelet()
+        assert found is None or found.pid != child.pid
+        (mine,) = [u for u in ignored if u.pid == child.pid]
+        assert (mine.uid, mine.euid, mine.exe, mine.why) == (65534, 65534, os.path.realpath(sys.executable), "it does not run as root")
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
+        child.stdout.close()
+
+
+@pytest.mark.real_proc
 def test_real_listener():
     directory = tempfile.mkdtemp(prefix="kgc-", dir="/tmp")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -106,3 +125,93 @@ def test_real_listener():
     finally:
         server.close()
         shutil.rmtree(directory)
+
+
+# ---------------------------------------------------------------------------------------------- issue 39: only root's daemons
+
+
+KUBELET_ARGV = ["/usr/bin/kubelet", "--config=/k.yaml"]
+
+
+def fake(tmp_path, monkeypatch):
+    proc = FakeProc(str(tmp_path))
+    monkeypatch.setattr(_daemons, "PROC", str(tmp_path))
+    return proc
+
+
+def untrusted(found):
+    return [(u.pid, u.uid, u.why) for u in found]
+
+
+@pytest.mark.parametrize("kwargs, why", [
+    (dict(uid=65534), "it does not run as root"),
+    (dict(uid=1000, euid=0), "its real uid is 1000 and its effective uid 0, not both 0"),  # a set-user-ID program another user started
+    (dict(exe_owner=65534), "its executable is owned by uid 65534 (nobody), not root"),
+    (dict(exe_mode=0o775), "its executable may be written by its group (mode 0775)"),
+    (dict(exe_mode=0o757), "its executable may be written by others (mode 0757)"),
+])
+def test_a_process_named_kubelet_that_is_not_roots_is_ignored(tmp_path, monkeypatch, kwargs, why):
+    proc = fake(tmp_path, monkeypatch)
+    proc.add(5, KUBELET_ARGV, **kwargs)
+    found, ignored = _daemons.find_kubelet()
+    assert found is None and _daemons.kubelet_process() is None
+    assert untrusted(ignored) == [(5, kwargs.get("uid", 0), why)]
+    proc.add(9, KUBELET_ARGV)  # root's, from root's file, with a higher pid: the one believed
+    found, ignored = _daemons.find_kubelet()
+    assert found.pid == 9 and untrusted(ignored) == [(5, kwargs.get("uid", 0), why)]
+
+
+def test_unreadable_or_odd_processes_are_not_trusted(tmp_path, monkeypatch):
+    proc = fake(tmp_path, monkeypatch)
+    proc.add(5, KUBELET_ARGV, exe=str(tmp_path))  # a directory
+    proc.add(6, KUBELET_ARGV, exe=str(tmp_path / "gone"))
+    proc.add(7, KUBELET_ARGV)
+    os.unlink(str(tmp_path / "7" / "status"))
+    _found, ignored = _daemons.find_kubelet()
+    assert [(u.pid, u.why) for u in ignored] == [
+        (5, "its executable is not a regular file"), (6, "its executable cannot be read (No such file or directory)"), (7, "its uids cannot be read")]
+
+
+def test_the_finding_names_pid_uid_and_executable(tmp_path, monkeypatch):
+    proc = fake(tmp_path, monkeypatch)
+    proc.add(5, ["/home/u/kubelet"], uid=65534, exe_owner=65534)
+    (item,) = _daemons.find_kubelet()[1]
+    assert _daemons.untrusted_message(item, "the kubelet") == (
+        "Process 5 named kubelet, run by uid 65534 (nobody) from %s, is ignored as the kubelet: it does not run as root; kubenode.gc believes "
+        "only a daemon root runs from a root-owned executable no one else may write." % os.path.join(str(tmp_path), "exe", "5-kubelet"))
+
+
+def test_the_kubelet_its_unit_runs_is_preferred(tmp_path, monkeypatch):
+    """systemd's cgroup of the unit (v2 or v1's name=systemd hierarchy): the kubelet kubelet.service (or a distribution's
+    unit) runs wins over a root process of that name started by hand with a lower pid; a cgroup a user could make
+    (/user.slice/.../system.slice/kubelet.service) does not count."""
+    proc = fake(tmp_path, monkeypatch)
+    proc.add(5, KUBELET_ARGV, cgroup="/user.slice/user-0.slice/session-1.scope")
+    proc.add(6, KUBELET_ARGV, cgroup="/user.slice/user-1000.slice/user@1000.service/system.slice/kubelet.service")
+    proc.add(8, KUBELET_ARGV, uid=65534, cgroup="/system.slice/kubelet.service")  # not root's: never
+    assert _daemons.kubelet_process().pid == 5
+    proc.add(40, KUBELET_ARGV)
+    with open(os.path.join(str(tmp_path), "40", "cgroup"), "w", encoding="utf-8") as f:
+        f.write("12:memory:/system.slice/kubelet.service\n1:name=systemd:/system.slice/kubelet.service\n0::/\n")
+    assert _daemons.unit_of(40) == "kubelet.service" and _daemons.unit_of(6) is None
+    assert _daemons.kubelet_process().pid == 40
+    proc.add(30, ["/var/lib/rancher/rke2/bin/kubelet"], cgroup="/system.slice/rke2-agent.service")  # RKE2 starts it as a child of its unit
+    assert _daemons.kubelet_process().pid == 30
+    assert set(_daemons.KUBELET_UNITS) >= {
+        "kubelet.service", "snap.microk8s.daemon-kubelite.service", "k0sworker.service", "k3s.service", "k3s-agent.service", "rke2-server.service",
+        "rke2-agent.service"}
+
+
+def test_an_untrusted_listener_on_the_cri_socket_is_not_believed(tmp_path, monkeypatch):
+    proc = fake(tmp_path, monkeypatch)
+    proc.add(10, ["/usr/bin/containerd", "--config", "/tmp/theirs.toml"], uid=65534, listens=["/run/c.sock"])
+    assert _daemons.find_runtime("/run/c.sock") == (None, None, [_daemons.Untrusted(10, "containerd", 65534, 65534, os.path.join(
+        str(tmp_path), "exe", "10-containerd"), "it does not run as root")])
+    assert _daemons.runtime_process("/run/c.sock") == (None, None)
+    # of several holders of the socket (a child inherited it), the one of the runtime's unit
+    proc.add(20, ["/usr/bin/containerd"], listens=["/run/d.sock"])
+    proc.add(21, ["/usr/bin/containerd"], cgroup="/system.slice/containerd.service")
+    os.symlink(os.readlink(os.path.join(str(tmp_path), "20", "fd", "3")), os.path.join(str(tmp_path), "21", "fd", "3"))
+    runtime, found, ignored = _daemons.find_runtime("/run/d.sock")
+    assert (runtime, found.pid, ignored) == ("containerd", 21, [])
+    assert _daemons.listener_pids("/run/d.sock") == [20, 21] and _daemons.listener_pid("/run/d.sock") == 20

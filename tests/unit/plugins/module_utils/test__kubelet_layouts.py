@@ -32,7 +32,8 @@ DEFAULT_HARD = {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.
 
 
 class FakeProc:
-    """A /proc of made-up processes (cmdline, comm, environ, cwd; listening unix sockets in net/unix and fd links)."""
+    """A /proc of made-up processes (cmdline, comm, environ, cwd, status with its uids, the exe link, cgroup; listening
+    unix sockets in net/unix and fd links)."""
 
     def __init__(self, base):
         self.base = base
@@ -41,7 +42,9 @@ class FakeProc:
             f.write("Num       RefCount Protocol Flags    Type St Inode Path\n")
         self.inode = 40000
 
-    def add(self, pid, argv, comm=None, environ=None, cwd="/", listens=()):
+    def add(self, pid, argv, comm=None, environ=None, cwd="/", listens=(), uid=0, euid=None, exe=None, exe_owner=0, exe_mode=0o755, cgroup=None):
+        """A process run by ``uid`` (effective ``euid``, default the same) from ``exe`` (default: a file of this fake
+        /proc owned by ``exe_owner`` with ``exe_mode``), in the systemd cgroup ``cgroup`` (a path, as /system.slice/x.service)."""
         d = os.path.join(self.base, str(pid))
         os.makedirs(os.path.join(d, "fd"))
         with open(os.path.join(d, "cmdline"), "wb") as f:
@@ -50,6 +53,20 @@ class FakeProc:
             f.write((comm or os.path.basename(argv[0]))[:15] + "\n")
         with open(os.path.join(d, "environ"), "wb") as f:
             f.write(b"".join(("%s=%s" % kv).encode() + b"\0" for kv in (environ or {}).items()))
+        euid = uid if euid is None else euid
+        with open(os.path.join(d, "status"), "w", encoding="utf-8") as f:
+            f.write("Name:\t%s\nUid:\t%d\t%d\t%d\t%d\nGid:\t0\t0\t0\t0\n" % ((comm or os.path.basename(argv[0]))[:15], uid, euid, euid, euid))
+        if exe is None:
+            exe = os.path.join(self.base, "exe", "%d-%s" % (pid, os.path.basename(argv[0])))
+            os.makedirs(os.path.dirname(exe), exist_ok=True)
+            with open(exe, "w", encoding="utf-8") as f:
+                f.write("#!/bin/false\n")
+            os.chown(exe, exe_owner, exe_owner)
+            os.chmod(exe, exe_mode)
+        os.symlink(exe, os.path.join(d, "exe"))
+        if cgroup:
+            with open(os.path.join(d, "cgroup"), "w", encoding="utf-8") as f:
+                f.write("0::%s\n" % cgroup)
         os.symlink(cwd, os.path.join(d, "cwd"))
         for i, path in enumerate(listens):
             self.inode += 1
@@ -77,6 +94,9 @@ class Files:
 
     def lock(self, paths):
         return _config_io.lock_dirs(paths)
+
+    def path_findings(self):
+        return []
 
 
 def reroot(root, text):
@@ -625,6 +645,31 @@ def test_running_kubelet_refuses_edits_that_cannot_take_effect(running):
     assert ("warning", "daemon_reads_other_file") in codes(res)
     res = run(settings={"imageGCHighThresholdPercent": 65})  # a key no flag sets, in the file the kubelet reads
     assert res["changed"] is True and res["path"] == path(ODD) and res["effective"]["imageGCHighThresholdPercent"] == 65
+
+
+def test_an_untrusted_kubelet_is_ignored_and_named(node):
+    """Issue 39: a process named kubelet that is not root's (alone, or with a lower pid than root's) is not the kubelet:
+    alone, the flag files and default paths decide, as when none runs; beside root's, root's is the truth."""
+    install, run, path, _read = node
+    install("kubeadm")
+    theirs = path("/home/u/kubelet.yaml")
+    os.makedirs(os.path.dirname(theirs))
+    with open(theirs, "w", encoding="utf-8") as f:
+        f.write("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 100\n")
+    procs = FakeProc(path("/proc"))
+    procs.add(12, ["/home/u/kubelet", "--config", theirs], uid=65534, exe_owner=65534)
+    res = run()
+    assert res["daemon"] is None and res["path"] == path("/var/lib/kubelet/config.yaml")
+    assert res["effective"]["imageGCHighThresholdPercent"] != 100
+    (finding,) = [f for f in res["findings"] if f["code"] == "untrusted_daemon_process"]
+    assert finding["severity"] == "warning" and finding["message"].startswith(
+        "Process 12 named kubelet, run by uid 65534 (nobody) from %s, is ignored as the kubelet: it does not run as root;" % path(
+            "/proc/exe/12-kubelet"))
+    procs.add(31, ["/usr/bin/kubelet", "--config", path("/var/lib/kubelet/config.yaml")])
+    res = run(settings={"imageGCHighThresholdPercent": 90})
+    assert res["daemon"] == {"pid": 31, "source": "/proc/31/cmdline"} and res["changed"] is True
+    assert res["path"] == path("/var/lib/kubelet/config.yaml") and "untrusted_daemon_process" in [f["code"] for f in res["findings"]]
+    assert "imageGCHighThresholdPercent: 100" in open(theirs, encoding="utf-8").read()
 
 
 def test_running_kubelet_without_config(node):

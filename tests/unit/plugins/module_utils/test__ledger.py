@@ -64,18 +64,49 @@ def test_a_symlinked_ledger_or_lock_is_not_followed(tmp_path):
     assert not target.exists()
 
 
-def test_symlinked_directories_are_refused_and_unsafe_modes_warned(tmp_path):
+@pytest.fixture
+def run_dir(monkeypatch, tmp_path):
+    """/run/kubenode-gc, in the test's own directory."""
+    path = str(tmp_path / "run" / "kubenode-gc")
+    monkeypatch.setattr(_ledger, "LOCK_DIR", path)
+    return path
+
+
+def test_a_lock_directory_that_is_a_link_or_not_roots_alone_is_not_used(tmp_path, run_dir):
+    """Issue 39: KUBENODE_GC_LOCK_DIR that is a link, another user's, or writable by others is refused; the lock is
+    taken in /run/kubenode-gc instead, with a warning naming why."""
     real = tmp_path / "real"
     real.mkdir()
     os.symlink(str(real), str(tmp_path / "link"))
-    with pytest.raises(_ledger.LedgerError, match="directory .* is a symbolic link"):
-        with _ledger.NodeLock(str(tmp_path / "link" / "x.lock"), 0):
-            pass
-    os.chmod(real, 0o777)
-    warnings = []
-    with _ledger.NodeLock(str(real / "x.lock"), 0, warnings=warnings):
-        pass
-    assert len(warnings) == 1 and "mode 0777" in warnings[0]
+    cases = [(str(tmp_path / "link"), "it is a symbolic link"),
+             (str(real), "its path goes through %s, a directory writable by group and others (mode 0777)" % real),
+             (str(tmp_path / "owned"), "its path goes through %s, a directory owned by uid 65534 (nobody), not root" % (tmp_path / "owned"))]
+    (tmp_path / "owned").mkdir()
+    os.chown(str(tmp_path / "owned"), 65534, 65534)
+    os.chmod(str(real), 0o777)
+    for directory, why in cases:
+        warnings = []
+        with _ledger.NodeLock(os.path.join(directory, "x.lock"), 0, warnings=warnings) as lock:
+            assert lock.path == os.path.join(run_dir, "x.lock")
+        assert warnings == ["Not using %s for the node lock: %s%s The node lock is taken in %s instead." % (
+            directory, why, "; kubenode.gc does not follow links for its lock." if "link" in why else ", so another user could hold, remove or recreate "
+            "the lock.", run_dir)]
+    assert os.listdir(str(real)) == [] and os.listdir(str(tmp_path / "owned")) == []
+    assert oct(os.stat(run_dir).st_mode & 0o7777) == "0o700"
+
+
+def test_run_kubenode_gc_itself_is_refused_when_not_roots_alone(run_dir):
+    os.makedirs(run_dir)
+    for owner, mode, why in ((65534, 0o700, "its path goes through %s, a directory owned by uid 65534 (nobody), not root, so another user could hold, "
+                                            "remove or recreate the lock." % run_dir),
+                             (0, 0o1777, "it is writable by group and others (mode 1777), so another user could remove or recreate the lock.")):
+        os.chown(run_dir, owner, owner)
+        os.chmod(run_dir, mode)
+        with pytest.raises(_ledger.LedgerError) as err:
+            with _ledger.NodeLock(os.path.join(run_dir, "x.lock"), 0):
+                pass
+        assert str(err.value) == "Not using %s for the node lock: %s" % (run_dir, why)
+        assert os.listdir(run_dir) == []
 
 
 def test_relative_ledger_path_is_rejected():
@@ -108,3 +139,64 @@ def test_every_spelling_of_one_socket_takes_the_same_lock(tmp_path):
     ]
     assert {_ledger.node_lock_path(s) for s in spellings} == {_ledger.node_lock_path(sock)}
     assert _ledger.node_lock_path(str(real / "other.sock")) != _ledger.node_lock_path(sock)
+
+
+def test_a_ledger_path_through_another_users_directory_is_refused_for_a_run_and_warned_for_a_read(tmp_path):
+    """Issue 39: check_path refuses it for a run that writes (before anything is removed), warns for check mode; save refuses it."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    path = str(theirs / "ledger.json")
+    _ledger.save(path, _ledger.new_ledger(NOW))
+    os.chown(str(theirs), 65534, 65534)
+    before = open(path, "rb").read()
+    with pytest.raises(_ledger.LedgerError) as err:
+        _ledger.check_path(path, True, [])
+    assert str(err.value) == ("Not using the image ledger %s: its path goes through %s, a directory owned by uid 65534 (nobody), not root, so another "
+                              "user could replace it or redirect its write; nothing was removed." % (path, theirs))
+    warnings = []
+    _ledger.check_path(path, False, warnings)
+    assert warnings == ["The image ledger %s is read through %s, a directory owned by uid 65534 (nobody), not root: another user could change the "
+                        "records that keep images alive; a run that removes images refuses it." % (path, theirs)]
+    assert _ledger.load(path, NOW)["created"] == NOW
+    with pytest.raises(_ledger.LedgerError, match="^Cannot write the image ledger %s: its path goes through %s, a directory owned by uid 65534" % (
+            path, theirs)):
+        _ledger.save(path, _ledger.new_ledger(NOW + 1))
+    assert open(path, "rb").read() == before and os.listdir(str(theirs)) == ["ledger.json"]
+    _ledger.check_path(str(tmp_path / "new" / "ledger.json"), True, [])  # a directory to make: fine
+
+
+def test_the_lock_file_cannot_be_removed_or_recreated_by_another_user(monkeypatch):
+    """The delete-and-recreate attack: in the 0700 root directory, uid 65534 can neither remove the held lock file nor
+    make another one, so a second run waits for the very file the first holds."""
+    import shutil  # pylint: disable=import-outside-toplevel
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    import tempfile  # pylint: disable=import-outside-toplevel
+
+    parent = tempfile.mkdtemp(prefix="kgc-run-", dir="/tmp")  # 0755 below /tmp: another user reaches the lock directory itself
+    os.chmod(parent, 0o755)
+    run_dir = os.path.join(parent, "kubenode-gc")
+    monkeypatch.setattr(_ledger, "LOCK_DIR", run_dir)
+    lock = os.path.join(run_dir, "x.lock")
+    attack = "import os, sys\nfor op in (lambda: os.listdir(os.path.dirname(sys.argv[1])), lambda: os.unlink(sys.argv[1]), " \
+             "lambda: open(sys.argv[1] + '.new', 'w'), lambda: os.listdir(os.path.dirname(os.path.dirname(sys.argv[1])))):\n" \
+             "    try:\n        op()\n        print('done')\n    except OSError as e:\n        print(e.errno)\n"
+    try:
+        with _ledger.NodeLock(lock, 0):
+            out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", attack, lock],
+                                 capture_output=True, text=True, check=True).stdout.split()
+            assert out == ["13", "13", "13", "done"]  # EACCES in the lock directory; its parent is readable
+            with pytest.raises(_ledger.LedgerError, match="^Another kubenode.gc run holds the node lock %s;" % lock):
+                with _ledger.NodeLock(lock, 0):
+                    pass
+        assert os.listdir(run_dir) == ["x.lock"] and oct(os.stat(run_dir).st_mode & 0o7777) == "0o700"
+    finally:
+        shutil.rmtree(parent)
+
+
+def test_a_symlinked_ledger_directory_is_refused(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to("real")
+    with pytest.raises(_ledger.LedgerError, match="^The ledger directory %s is a symbolic link; kubenode.gc does not follow links for its ledger.$" % (
+            tmp_path / "link")):
+        _ledger.check_path(str(tmp_path / "link" / "ledger.json"), False, [])

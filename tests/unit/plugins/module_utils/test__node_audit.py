@@ -39,7 +39,7 @@ def test_runtime_drift_follows_the_running_runtime_without_a_cri_query(monkeypat
     """The drift pass reads the running runtime's command line (as the read pass) and makes no CRI call in run()."""
     daemon = dict(runtime="containerd", pid=7, what="the running containerd (pid 7)", who="the running containerd (pid 7) runs with",
                   flags={"config": "/srv/odd.toml", "root": "/data/ctrd"})
-    monkeypatch.setattr(_runtime_config, "running_runtime", lambda o: daemon)
+    monkeypatch.setattr(_runtime_config, "running_runtime", lambda o, untrusted=None: daemon)
     o = opts(runtime_config=dict(containerd=dict(settings={"snapshotter": "native"})))
     read, drift = o["runtimes"]["containerd"]
     assert read["query_runtime"] is True and drift["query_runtime"] is True  # options() reads the running process

@@ -283,6 +283,21 @@ def test_running_containerd_at_odd_places(node):
     assert res["files"] == [path("/srv/ctrd/main.toml")] and 'sandbox_image = "registry.k8s.io/pause:3.10"' in read("/srv/ctrd/main.toml")
 
 
+def test_an_untrusted_listener_is_not_believed(node):
+    """Issue 39: a containerd another user runs on the socket: its --config is not believed, the layout's file is read,
+    and the finding names it."""
+    install, run, path, _read = node
+    install("kind")
+    sock = path("/srv/theirs/c.sock")
+    FakeProc(path("/proc")).add(901, ["/home/u/containerd", "--config", path("/srv/theirs/c.toml")], listens=[sock], uid=65534, exe_owner=65534)
+    res = run(cri_endpoint="unix://" + sock, query_runtime=True)
+    assert res["daemon"] is None and res["resolved_path"] == path("/etc/containerd/config.toml")
+    (finding,) = [f for f in res["findings"] if f["code"] == "untrusted_daemon_process"]
+    assert finding == dict(severity="warning", code="untrusted_daemon_process", message=(
+        "Process 901 named containerd, run by uid 65534 (nobody) from %s, is ignored as the runtime listening on %s: it does not run as root; "
+        "kubenode.gc believes only a daemon root runs from a root-owned executable no one else may write." % (path("/proc/exe/901-containerd"), sock)))
+
+
 def test_running_crio_at_odd_places(node):
     install, run, path, _read = node
     os.makedirs(path("/srv/crio/conf.d"))
