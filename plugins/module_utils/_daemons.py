@@ -28,11 +28,14 @@
 * A value that still holds a ``$VAR`` placeholder after expansion is no value (``unexpanded``).
 
 Nothing here raises for an unreadable /proc entry: a process that cannot be read (another user's, gone) is skipped.
+Within ``once()`` (node_audit and node_cleanup, which run several modules' logic in one execution) /proc is read once:
+find_kubelet and find_runtime answer every later question from their first reading.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import glob
 import os
 import re
@@ -63,6 +66,32 @@ Process = collections.namedtuple("Process", "pid name argv environ cwd")
 Untrusted = collections.namedtuple("Untrusted", "pid name uid euid exe why")
 
 _PLACEHOLDER = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+
+_READINGS = None  # while once() is open: what find_kubelet and find_runtime read of /proc, by question
+
+
+@contextlib.contextmanager
+def once():
+    """Read /proc once for everything asked within: find_kubelet() and find_runtime(path) (and what uses them) answer
+    from their first reading. Nested uses share the outer reading."""
+    global _READINGS  # pylint: disable=global-statement
+    outer = _READINGS
+    if outer is None:
+        _READINGS = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _READINGS = None
+
+
+def _reading(question, read):
+    """``read()``, or its first answer to ``question`` within once()."""
+    if _READINGS is None:
+        return read()
+    if question not in _READINGS:
+        _READINGS[question] = read()
+    return _READINGS[question]
 
 
 def _read(path):
@@ -196,12 +225,26 @@ def choose(procs, units):
     return (own or trusted or [None])[0], untrusted
 
 
+def _named_kubelet(pid):
+    """Whether ``pid`` is named kubelet or kubelite (_name_of), from its comm and cmdline alone: the rest of a process
+    (environment, working directory) is read only for those."""
+    base = os.path.join(PROC, str(pid))
+    comm = _read(os.path.join(base, "comm"))
+    if comm is None:
+        return False
+    names = KUBELET_NAMES + (KUBELITE,)
+    if comm.decode("utf-8", "replace").strip() in names:
+        return True
+    cmdline = _read(os.path.join(base, "cmdline"))
+    return bool(cmdline) and os.path.basename(cmdline.split(b"\0", 1)[0].decode("utf-8", "replace")) in names
+
+
 def _kubelet_candidates():
     """Every readable process named kubelet or kubelite of this process's pid namespace, in pid order."""
     own = _pid_namespace("self")
     found = []
     for pid in _pids():
-        if pid == os.getpid():
+        if pid == os.getpid() or not _named_kubelet(pid):
             continue
         proc = read_process(pid)
         if proc and _name_of(proc) in KUBELET_NAMES + (KUBELITE,):
@@ -217,7 +260,8 @@ def find_kubelet():
     Only a process of this process's pid namespace counts: a kubelet in a container (a kind node on this host) reads
     the files of its own container, not the node's. Of the trusted ones, the one a kubelet unit runs (KUBELET_UNITS)
     wins, else the lowest pid."""
-    return choose(_kubelet_candidates(), KUBELET_UNITS)
+    proc, untrusted = _reading("kubelet", lambda: choose(_kubelet_candidates(), KUBELET_UNITS))
+    return proc, list(untrusted)
 
 
 def kubelet_process():
@@ -283,12 +327,14 @@ def find_runtime(socket_path):
 
     A listener that fails trust_problem is ignored, its command line not believed; of several processes holding the
     socket (a daemon's children may inherit it), the one its unit runs (RUNTIME_UNITS) wins, else the lowest pid."""
-    procs = [p for p in (read_process(pid) for pid in listener_pids(socket_path)) if p is not None]
-    units = tuple(u for names in RUNTIME_UNITS.values() for u in names)
-    proc, untrusted = choose(procs, units)
+    def read():
+        procs = [p for p in (read_process(pid) for pid in listener_pids(socket_path)) if p is not None]
+        return choose(procs, tuple(u for names in RUNTIME_UNITS.values() for u in names))
+
+    proc, untrusted = _reading(("runtime", os.path.realpath(socket_path)), read)
     if proc is None:
-        return None, None, untrusted
-    return _runtime_of(proc), proc, untrusted
+        return None, None, list(untrusted)
+    return _runtime_of(proc), proc, list(untrusted)
 
 
 def runtime_process(socket_path):

@@ -215,3 +215,33 @@ def test_an_untrusted_listener_on_the_cri_socket_is_not_believed(tmp_path, monke
     runtime, found, ignored = _daemons.find_runtime("/run/d.sock")
     assert (runtime, found.pid, ignored) == ("containerd", 21, [])
     assert _daemons.listener_pids("/run/d.sock") == [20, 21] and _daemons.listener_pid("/run/d.sock") == 20
+
+
+def test_once_reads_proc_once_for_every_question(tmp_path, monkeypatch):
+    proc = FakeProc(str(tmp_path))
+    proc.add(10, ["/usr/bin/containerd"], listens=["/run/ctrd.sock"])
+    proc.add(11, ["/usr/bin/kubelet", "--config=/k.yaml"])
+    monkeypatch.setattr(_daemons, "PROC", str(tmp_path))
+    reads = []
+    real = _daemons.read_process
+    monkeypatch.setattr(_daemons, "read_process", lambda pid: reads.append(pid) or real(pid))
+    with _daemons.once():
+        with _daemons.once():
+            assert _daemons.kubelet_process().pid == 11
+        assert _daemons.kubelet_process().pid == 11
+        assert _daemons.runtime_process("/run/ctrd.sock")[1].pid == _daemons.runtime_process("/run/ctrd.sock")[1].pid == 10
+    assert sorted(reads) == [10, 11]  # the runtime's listener and the one process named kubelet, each once
+    assert _daemons.kubelet_process().pid == 11 and sorted(reads) == [10, 11, 11]  # outside once(): read again
+
+
+def test_only_processes_named_kubelet_are_read_in_full(tmp_path, monkeypatch):
+    proc = FakeProc(str(tmp_path))
+    proc.add(10, ["/usr/bin/containerd"])
+    proc.add(11, ["/opt/bin/kubelet-v1.31"], comm="kubelet")
+    proc.add(12, ["/usr/local/bin/kubelet"], comm="kubelet-wrapper")
+    monkeypatch.setattr(_daemons, "PROC", str(tmp_path))
+    reads = []
+    real = _daemons.read_process
+    monkeypatch.setattr(_daemons, "read_process", lambda pid: reads.append(pid) or real(pid))
+    assert _daemons.kubelet_process().pid == 11
+    assert sorted(reads) == [11, 12]
