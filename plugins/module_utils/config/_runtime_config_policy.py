@@ -22,7 +22,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils._daemons import unexpa
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
 from ansible_collections.kubenode.gc.plugins.module_utils.config import _node_layouts as layouts
 from ansible_collections.kubenode.gc.plugins.module_utils.config._findings import finding
-from ansible_collections.kubenode.gc.plugins.module_utils.config._toml_edit import lookup, parse, set_values
+from ansible_collections.kubenode.gc.plugins.module_utils.config._toml_edit import data as toml_data, lookup, set_values
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import is_image_ref, normalize_image_ref
 
 CONTAINERD_PATH = "/etc/containerd/config.toml"
@@ -325,7 +325,7 @@ def load_containerd_imports(path, data, read_text, glob):
         text = read_text(file)
         if text is None:
             raise ConfigError("%s imports %s, which does not exist, so containerd would not start; create it or remove the import." % (importer, file))
-        parsed = parse(text, file).unwrap()
+        parsed = toml_data(text, file)
         loaded.add(file)
         layers.append((file, parsed))
         pending += [(p, file) for p in _import_paths(file, parsed, glob)]
@@ -438,7 +438,7 @@ def plan_containerd(text, path, settings, imports=(), command_line=None):
     Returns dict(after, current, findings); ``after`` is None when nothing is to be written.
     """
     wanted = check_settings("containerd", settings)
-    data = parse(text or "", path).unwrap()
+    data = toml_data(text or "", path)
     version = containerd_version(data, path)
     distro = distro_containerd(path) if command_line is None else command_line
     fixed = fixed_by_command_line(wanted, distro)
@@ -464,7 +464,7 @@ def plan_containerd(text, path, settings, imports=(), command_line=None):
             edits.insert(0, ((), "version", 2))
             version = 2
         after = set_values(text, path, edits, literal=version >= 3)
-        data = parse(after, path).unwrap()
+        data = toml_data(after, path)
     findings = []
     if version == 1:
         findings.append(
@@ -512,9 +512,9 @@ def plan_crio(storage, crio, dropins, settings, command_line=None):
         raise ConfigError("settings.%s cannot take effect: %s --%s %s, which wins over the files; nothing was changed." % (
             fixed[0], command_line["who"], CRIO_FLAG_OF[fixed[0]], command_line[fixed[0]]))
     (spath, stext), (cpath, ctext) = storage, crio
-    sdata = parse(stext or "", spath).unwrap()
-    cdata = parse(ctext or "", cpath).unwrap()
-    ddata = [(p, parse(t, p).unwrap()) for p, t in dropins]
+    sdata = toml_data(stext or "", spath)
+    cdata = toml_data(ctext or "", cpath)
+    ddata = [(p, toml_data(t, p)) for p, t in dropins]
     sedits, cedits = [], []
     for key, value in wanted.items():
         if key == "pause_image":
@@ -536,9 +536,9 @@ def plan_crio(storage, crio, dropins, settings, command_line=None):
                 raise ConfigError("%s does not exist; set %s to create it." % (path, option))
             after[role] = set_values(text, path, edits)
     if after["storage"] is not None:
-        sdata = parse(after["storage"], spath).unwrap()
+        sdata = toml_data(after["storage"], spath)
     if after["crio"] is not None:
-        cdata = parse(after["crio"], cpath).unwrap()
+        cdata = toml_data(after["crio"], cpath)
     planned = crio_effective(spath, sdata, cpath, cdata, ddata, wanted)
     for key, value in (command_line or {}).items():
         if key in CRIO_FLAG_OF and value:
@@ -699,7 +699,7 @@ def _crio_reported(text):
     if not text:
         return {}
     try:
-        data = parse(text, "cri-o's configuration").unwrap()
+        data = toml_data(text, "cri-o's configuration")
     except ConfigError:
         return {}
     reported = {}

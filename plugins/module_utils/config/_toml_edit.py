@@ -23,6 +23,7 @@ the same data as the rendering, and the guard checks once more that no other lin
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import traceback
@@ -67,14 +68,42 @@ def parse(text, path):
         raise ConfigError("%s is not valid TOML at %s: %s." % (path, where, reason)) from None
 
 
+# the plain data of the texts parsed so far (data()): a run reads, plans, redacts and plans again from the same few texts
+_DATA = {}
+_DATA_KEPT = 16
+
+
+def data(text, path):
+    """The plain data (dicts, lists, values) of ``text``, as ``parse(text, path).unwrap()`` gives it, each distinct text
+    parsed once per process (tomlkit is slow: node_audit reads, plans and redacts a config.toml in two passes); a copy
+    each time, so a caller may change it. ConfigError as parse()."""
+    if text not in _DATA:
+        if len(_DATA) >= _DATA_KEPT:
+            _DATA.pop(next(iter(_DATA)))
+        _DATA[text] = parse(text, path).unwrap()
+    return copy.deepcopy(_DATA[text])
+
+
+_REDACTED = {}
+
+
 def redact_text(text, path):
     """``(text, secret leaves)``: the TOML text with every secret value (_redact) replaced by the marker, the rest as it was.
 
     Items are replaced in the parsed document's bodies (as the edits are), not through tomlkit's mapping
     interface, whose proxies for tables split over the file do not write through in every tomlkit version.
-    Raises ConfigError when the text is not TOML.
+    Raises ConfigError when the text is not TOML. Each distinct text is redacted once per process (as data()).
     """
-    leaves = secret_leaves(parse(text, path).unwrap())
+    if (text, path) not in _REDACTED:
+        if len(_REDACTED) >= _DATA_KEPT:
+            _REDACTED.pop(next(iter(_REDACTED)))
+        _REDACTED[text, path] = _redact(text, path)
+    shown, leaves = _REDACTED[text, path]
+    return shown, list(leaves)
+
+
+def _redact(text, path):
+    leaves = secret_leaves(data(text, path))
     if not leaves:
         return text, leaves
     doc = tomlkit.parse(text)

@@ -96,12 +96,27 @@ def load(text, origin, fmt=None, mapping_of="fields"):
     return doc
 
 
+# redact_text's answers so far: a run redacts the same few texts again (before and after its plan, node_audit in two passes)
+_REDACTED = {}
+_REDACTED_KEPT = 16
+
+
 def redact_text(text, origin):
     """``(text, secret leaves)``: the YAML or JSON text with every secret value (_redact) replaced by the marker.
 
     A text without secrets comes back as it is; one with secrets is dumped again as the module writes files.
     Raises ConfigError when the text does not parse; a text of only comments and blank lines has no secrets.
+    Each distinct text is redacted once per process (ruamel.yaml is slow).
     """
+    if (text, origin) not in _REDACTED:
+        if len(_REDACTED) >= _REDACTED_KEPT:
+            _REDACTED.pop(next(iter(_REDACTED)))
+        _REDACTED[text, origin] = _redact(text, origin)
+    shown, leaves = _REDACTED[text, origin]
+    return shown, list(leaves)
+
+
+def _redact(text, origin):
     if not re.sub(r"(?m)^[ \t]*(#.*)?$", "", text).strip():
         return text, []
     doc = load(text, origin)

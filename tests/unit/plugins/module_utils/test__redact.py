@@ -287,3 +287,22 @@ def test_crio_links_each_file_written(tmp_path):
     assert all(os.path.islink(tmp_path / n) for n in ("storage.conf", "crio.conf"))
     assert 'root = "/data/storage"' in (etc / "crio.conf").read_text() and TOKEN in (etc / "crio.conf").read_text()
     assert TOKEN not in json.dumps(res) and '"/etc/crio/auth.json"' in res["diff"][0]["after"]
+
+
+def test_parsed_and_redacted_texts_are_kept_but_never_shared():
+    from ansible_collections.kubenode.gc.plugins.module_utils.config import _toml_edit  # pylint: disable=import-outside-toplevel
+
+    text = '[plugins."io.containerd.grpc.v1.cri".registry.configs."r".auth]\npassword = "hunter2"\n'
+    first = _toml_edit.data(text, "c.toml")
+    first["plugins"].clear()  # a caller may change its copy
+    assert _toml_edit.data(text, "c.toml")["plugins"]["io.containerd.grpc.v1.cri"]["registry"]["configs"]["r"]["auth"] == {"password": "hunter2"}
+    shown, leaves = redact_toml(text, "c.toml")
+    kept = list(leaves)
+    leaves.clear()
+    assert kept and redact_toml(text, "c.toml") == (shown, kept) and "hunter2" not in shown
+    with pytest.raises(ConfigError):
+        _toml_edit.data("[a\n", "bad.toml")
+    yshown, yleaves = redact_yaml("password: hunter2\n", "k.yaml")
+    ykept = list(yleaves)
+    yleaves.clear()
+    assert ykept and redact_yaml("password: hunter2\n", "k.yaml") == (yshown, ykept) and "hunter2" not in yshown

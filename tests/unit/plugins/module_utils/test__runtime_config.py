@@ -663,7 +663,7 @@ def fake_fs(files):
 
 def load(files, path=P):
     read, glob = fake_fs(files)
-    return rc.load_containerd_imports(path, rc.parse(files[path], path).unwrap(), read, glob)
+    return rc.load_containerd_imports(path, rc.toml_data(files[path], path), read, glob)
 
 
 def test_imports_are_loaded_breadth_first_once_each_relative_to_the_importer():
