@@ -27,7 +27,6 @@ from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _lea
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _namespaces_pb2 as namespaces_pb
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _sandbox_pb2 as sandbox_pb
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _snapshots_pb2 as snapshots_pb
-from ansible_collections.kubenode.gc.plugins.module_utils.containerd._containerd_collector import GC_EXPIRE as LEASE_EXPIRE
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriError, _one_line
 
 try:
@@ -36,6 +35,9 @@ except ImportError:
     pass  # _cri reports the missing library (HAS_GRPC) before any call
 
 CRI_NAMESPACE = "k8s.io"
+# the label that gives a lease its expiry: the collector model's GC_EXPIRE, spelt here too so that this client (which
+# image_gc ships and imports) does not import the model (test__client holds the two equal)
+LEASE_EXPIRE = "containerd.io/gc.expire"
 NAMESPACE_METADATA = "containerd-namespace"
 DEFAULT_SNAPSHOTTER = "overlayfs"
 SNAPSHOTTER_PLUGIN_TYPE = "io.containerd.snapshotter.v1"

@@ -22,8 +22,6 @@ from __future__ import annotations
 import json
 import os
 
-from ansible_collections.kubenode.gc.plugins.module_utils import _daemons
-
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 
 try:
@@ -65,10 +63,10 @@ def from_sandbox_info(info):
     return image if isinstance(image, str) and image else None
 
 
-def _config_path(proc):
+def _config_path(daemons, proc):
     if proc is None or not os.path.basename(proc.argv[0]).startswith("containerd"):
         return None
-    return _daemons.runtime_flags("containerd", proc.argv[1:], proc=proc).get("config", CONTAINERD_CONFIG)
+    return daemons.runtime_flags("containerd", proc.argv[1:], proc=proc).get("config", CONTAINERD_CONFIG)
 
 
 def from_containerd_config(text):
@@ -90,8 +88,11 @@ def from_containerd_config(text):
 def from_runtime_config(socket_path):
     """The sandbox image in the config file of the containerd listening on ``socket_path``, or None: only a trusted
     listener's command line is believed (_daemons.runtime_process: root's, from a root-owned executable)."""
+    # imported here: only containerd 2.x without a sandbox gets this far; the other runs need no /proc reading code
+    from ansible_collections.kubenode.gc.plugins.module_utils import _daemons  # pylint: disable=import-outside-toplevel
+
     _runtime, proc = _daemons.runtime_process(socket_path)
-    path = _config_path(proc)
+    path = _config_path(_daemons, proc)
     if not path:
         return None
     try:

@@ -21,7 +21,6 @@ import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError, PolicyError
-from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import CRI_NAMESPACE, ContainerdClient
 from ansible_collections.kubenode.gc.plugins.module_utils.cri import _ledger
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import LOST_ANSWER_CODES, CriError, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_pin_policy import parse_version
@@ -704,6 +703,12 @@ class _Executor:
         (CRI_CATCH_UP_SECONDS at most) until the CRI's image cache, which follows containerd's image events, lists none
         of them. An image the CRI still lists then goes through RemoveImage: an image is reported removed once the CRI
         no longer lists it (or, when the CRI cannot list images and the run stops, once containerd deleted its records)."""
+        # imported here: containerd's API client and its generated messages cost every other run an import for nothing
+        from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import (  # pylint: disable=import-outside-toplevel
+            CRI_NAMESPACE,
+            ContainerdClient,
+        )
+
         api = ContainerdClient(self.client)
         deleted = []
 

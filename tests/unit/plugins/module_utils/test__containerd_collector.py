@@ -231,3 +231,9 @@ def test_rfc3339_as_go_parses_it(text, expected):
     assert G.parse_rfc3339(text) == expected
     # what Go cannot parse never expires (a lease, an image)
     assert G.expired({G.GC_EXPIRE: text}, 2**62) is (expected is not None)
+
+
+def test_the_client_spells_the_lease_expiry_label_as_the_collector_model():
+    from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _client  # pylint: disable=import-outside-toplevel
+
+    assert _client.LEASE_EXPIRE == G.GC_EXPIRE
