@@ -82,25 +82,35 @@ def run_logic(module, options, run, backend, params, check_mode):
     module's main(); kubenode.gc.node_audit and node_cleanup run their parts through this too.
 
     A backend marked ``client`` (_cri_backend.cri_client) first checks its libraries (``backend.check_libraries()``);
-    the result carries its client's ``rpc_calls`` and the client is closed after the run.
+    the result carries the ``rpc_calls`` its client made during the run, and the client is closed after the run unless
+    the backend is marked ``shared`` (_cri_backend.SharedClient: the parts of one execution share it).
     """
     client = getattr(backend, "client", False)
+    shared = getattr(backend, "shared", False)
     target = None
+    before = {}
     try:
         if client:
             backend.check_libraries()
         opts = options(params)
         target = backend(module, opts)
+        if client:
+            before = dict(target.rpc_calls)
         result, error = run(target, opts, check_mode=check_mode), None
     except MissingLibraryError as exc:
-        _close(client, target)
+        _close(client and not shared, target)
         return {}, exc
     except KubenodeGcError as exc:
         result, error = dict(exc.result), exc
     if client:
-        result.setdefault("rpc_calls", dict(target.rpc_calls) if target is not None else {})
-    _close(client, target)
+        result.setdefault("rpc_calls", calls_since(target.rpc_calls, before) if target is not None else {})
+    _close(client and not shared, target)
     return result, error
+
+
+def calls_since(rpc_calls, before):
+    """The calls of ``rpc_calls`` ({method: count}) made since it was ``before``."""
+    return {method: count - before.get(method, 0) for method, count in rpc_calls.items() if count > before.get(method, 0)}
 
 
 def execute(module, options, run, backend):

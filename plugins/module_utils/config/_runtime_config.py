@@ -20,15 +20,15 @@ import os
 import re
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _daemons
-from ansible_collections.kubenode.gc.plugins.module_utils._common import CONFIG_FILE_ARGS, CRI_COMMON_ARGS, require_library
+from ansible_collections.kubenode.gc.plugins.module_utils._common import CONFIG_FILE_ARGS, CRI_COMMON_ARGS, calls_since, require_library
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError, KubenodeGcError, OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils._redact import scrub_all, scrub_error
 from ansible_collections.kubenode.gc.plugins.module_utils.config import _config_io, _runtime_config_policy as rc
 from ansible_collections.kubenode.gc.plugins.module_utils.config import _node_layouts as layouts
 from ansible_collections.kubenode.gc.plugins.module_utils.config._config_io import ConfigFileError, file_mode, redact_texts, redacted_diff
 from ansible_collections.kubenode.gc.plugins.module_utils.config._findings import finding, sort_findings, untrusted_findings
-from ansible_collections.kubenode.gc.plugins.module_utils.config._toml_edit import HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR, redact_text
-from ansible_collections.kubenode.gc.plugins.module_utils.cri import _cri, _crio_api, _snapshot
+from ansible_collections.kubenode.gc.plugins.module_utils.config._toml_edit import HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR, data as toml_data, redact_text
+from ansible_collections.kubenode.gc.plugins.module_utils.cri import _cri, _snapshot
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri_backend import cri_options, require_cri_libraries
 
 CRIO_ONLY = ("storage_path", "storage_content", "dropin_dir")
@@ -148,15 +148,21 @@ def query_runtime(opts, rpc_calls, status_info=None):
     if problem:
         return None, finding("info", "runtime_unreachable", "The runtime at %s was not queried: %s." % (endpoint, problem))
     require_cri_libraries(" They are needed to query the runtime; set query_runtime to false to skip it.")
-    client = _cri.CriClient(endpoint, timeout=opts["cri_timeout"])
+    shared = opts.get("client")  # node_audit's one client for the execution, whose answers its parts share
+    client = shared if shared is not None and shared.endpoint == endpoint else _cri.CriClient(endpoint, timeout=opts["cri_timeout"])
+    before = dict(client.rpc_calls)
     try:
         reported = (_snapshot.read_runtime(client, status_info=status_info), _snapshot.read_imagefs(client))
     except _cri.CriError as exc:
         return None, finding("info", "runtime_unreachable", "The runtime at %s was not queried: %s" % (endpoint, exc))
     finally:
-        rpc_calls.update(client.rpc_calls)
-        client.close()
+        rpc_calls.update(calls_since(client.rpc_calls, before))
+        if client is not shared:
+            client.close()
     if status_info is not None and opts["runtime"] == "crio" and rc.RUNTIME_NAMES["crio"] in (reported[0]["name"] or "").lower():
+        # imported here: http.client, which it needs, costs every run on a containerd node an import for nothing
+        from ansible_collections.kubenode.gc.plugins.module_utils.cri import _crio_api  # pylint: disable=import-outside-toplevel
+
         try:
             status_info[rc.CRIO_API_CONFIG] = _crio_api.config(client.path, timeout=opts["cri_timeout"])
         except _crio_api.CrioApiError:
@@ -171,7 +177,7 @@ def plan(runtime, opts, texts, read_text=None):
     """
     if runtime == "containerd":
         path = opts["path"] or rc.CONTAINERD_PATH
-        imports = rc.load_containerd_imports(path, rc.parse(texts[path] or "", path).unwrap(), read_text, go_glob)
+        imports = rc.load_containerd_imports(path, toml_data(texts[path] or "", path), read_text, go_glob)
         result = rc.plan_containerd(texts[path], path, opts["settings"], imports, command_line_settings(opts))
         return result, {path: result["after"]}, path
     cpath, spath = opts["path"] or rc.CRIO_PATH, opts["storage_path"] or rc.STORAGE_PATH

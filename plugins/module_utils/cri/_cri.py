@@ -56,6 +56,16 @@ LOST_ANSWER_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED")
 # the services of proto/cri_api.proto, searched in this order for a method
 _SERVICES = ("RuntimeService", "ImageService")
 
+# The CRI methods that only read. While a client shares its answers (CriClient.share_answers), each such request is sent
+# once and its answer given again to every later caller: what the runtime says of itself (RUNTIME_READS: its version and
+# configuration, the same all through one execution) in scope "runtime", and every read in scope "node" until a call
+# that may change the node (any method not listed here, containerd's own included) drops the answers of the node.
+RUNTIME_READS = frozenset(("Version", "Status"))
+NODE_READS = RUNTIME_READS | frozenset(("ImageFsInfo", "ListImages", "ListContainers", "ListPodSandbox", "ContainerStatus",
+                                        "PodSandboxStatus", "ImageStatus", "ListContainerStats"))
+# containerd's own methods (counted as containerd.<service>.<Method>) that only read
+CONTAINERD_READS = frozenset(("List", "ListStream", "Get", "Info", "Usage", "ListStatuses", "ListResources", "Plugins", "Server"))
+
 
 class CriError(KubenodeGcError):
     """A CRI call failed; str() is one sentence naming the endpoint and the call."""
@@ -209,6 +219,27 @@ class CriClient:
         self._lock = threading.Lock()
         self._channel = None
         self._callables = {}
+        self._shared = frozenset()  # the methods whose answers are shared (share_answers)
+        self._answers = {}  # (method, request bytes) -> the answer, while shared
+        self.node_memo = None  # while the node's reads are shared: a dict _snapshot keeps what it measured of the node in
+
+    def share_answers(self, scope):
+        """Send each read once from now on and give its answer again to every later caller (the parts of node_audit and
+        node_cleanup, which run several modules' logic on one client): ``"runtime"``, the runtime's Version and Status
+        (RUNTIME_READS); ``"node"``, every read (NODE_READS), until a call that may change the node. An answer given again
+        is not counted in ``rpc_calls``: no call was made."""
+        self._shared = NODE_READS if scope == "node" else RUNTIME_READS
+        self.node_memo = {} if scope == "node" else None
+
+    def _answer_key(self, method, request):
+        if method not in self._shared:
+            return None
+        return method, request.SerializeToString(deterministic=True)
+
+    def _remember(self, key, answer):
+        if key is not None:
+            with self._lock:
+                self._answers[key] = answer
 
     # -- plumbing -----------------------------------------------------------
 
@@ -251,6 +282,11 @@ class CriClient:
     def _count(self, method):
         with self._lock:
             self.rpc_calls[method] = self.rpc_calls.get(method, 0) + 1
+            if self._answers and not _reads_only(method):
+                # the node may change: only what the runtime says of itself is still its answer
+                self._answers = {k: v for k, v in self._answers.items() if k[0] in RUNTIME_READS}
+                if self.node_memo:
+                    self.node_memo.clear()
 
     def _error(self, method, exc):
         code = exc.code() if hasattr(exc, "code") else None
@@ -273,25 +309,32 @@ class CriClient:
         return CriError(msg, self.endpoint, method, name)
 
     def _request(self, method, fields):
-        """Connect if needed, build the request from ``fields`` and count the call."""
+        """Connect if needed and build the request from ``fields``: (multicallable, request, key of a shared answer or None)."""
         self._connect(method)
         fn, request_cls = self._callable(method)
         request = _build(request_cls, fields)
-        self._count(method)
-        return fn, request
+        return fn, request, self._answer_key(method, request)
 
     def call(self, method, **fields):
         """Make one unary RPC; ``fields`` become the request message (nested dicts allowed)."""
-        fn, request = self._request(method, fields)
+        fn, request, key = self._request(method, fields)
+        if key is not None and key in self._answers:
+            return self._answers[key]
+        self._count(method)
         try:
-            return fn(request, timeout=self.timeout)
+            answer = fn(request, timeout=self.timeout)
         except grpc.RpcError as exc:
             raise self._error(method, exc) from None
+        self._remember(key, answer)
+        return answer
 
     def call_async(self, method, **fields):
         """Start one unary RPC and return a future; ``result()`` raises CriError."""
-        fn, request = self._request(method, fields)
-        return _Future(self, method, fn.future(request, timeout=self.timeout))
+        fn, request, key = self._request(method, fields)
+        if key is not None and key in self._answers:
+            return _Answered(self._answers[key])
+        self._count(method)
+        return _Future(self, method, fn.future(request, timeout=self.timeout), key)
 
     def close(self):
         if self._channel is not None:
@@ -340,20 +383,43 @@ class CriClient:
         return self.call("ImageFsInfo")
 
 
+def _reads_only(method):
+    """Whether a counted call (a CRI method, or containerd.<service>.<Method>) only reads."""
+    if method.startswith("containerd."):
+        return method.rsplit(".", 1)[-1] in CONTAINERD_READS
+    return method in NODE_READS
+
+
 class _Future:
-    def __init__(self, client, method, future):
+    def __init__(self, client, method, future, key=None):
         self._client = client
         self._method = method
         self._future = future
+        self._key = key
 
     def done(self):
         return self._future.done()
 
     def result(self):
         try:
-            return self._future.result()
+            answer = self._future.result()
         except grpc.RpcError as exc:
             raise self._client._error(self._method, exc) from None
+        self._client._remember(self._key, answer)  # pylint: disable=protected-access
+        return answer
+
+
+class _Answered:
+    """The future of a call answered by a shared answer (CriClient.share_answers): done, no call made."""
+
+    def __init__(self, answer):
+        self._answer = answer
+
+    def done(self):
+        return True
+
+    def result(self):
+        return self._answer
 
 
 def _build(cls, fields):

@@ -5,7 +5,8 @@
 
 # This file is private to the kubenode.gc collection; it is not a public API.
 
-"""The CRI modules' backend for _common.execute: the library check, the checked CRI options and the client."""
+"""The CRI modules' backend for _common.execute: the library check, the checked CRI options and the client; and the one
+client every part of node_audit and node_cleanup shares (SharedClient)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,31 @@ def _check_libraries():
 # what _common.run_logic asks of a client backend
 cri_client.client = True
 cri_client.check_libraries = _check_libraries
+
+
+class SharedClient:
+    """A backend for _common.run_logic that gives every part of one execution (node_audit, node_cleanup) the same CriClient:
+    one endpoint resolution, one connection, and each read the ``scope`` of CriClient.share_answers shares sent once.
+    Made on first use (with the first part's CRI options: the parts share them), closed by close(); run_logic neither
+    closes it after a part nor counts in a part's ``rpc_calls`` the calls made before it."""
+
+    client = True
+    shared = True
+
+    def __init__(self, scope):
+        self.scope = scope
+        self.target = None
+
+    def __call__(self, module, opts):
+        if self.target is None:
+            self.target = cri_client(module, opts)
+            self.target.share_answers(self.scope)
+        return self.target
+
+    @staticmethod
+    def check_libraries():
+        require_cri_libraries()
+
+    def close(self):
+        if self.target is not None:
+            self.target.close()

@@ -195,11 +195,22 @@ def read_imagefs(client):
                 "usage_percent": None,
             }
             try:
-                entry.update(statvfs_usage(mountpoint))
+                entry.update(_measured(client, mountpoint))
             except OSError:
                 pass
             filesystems.append(entry)
     return filesystems
+
+
+def _measured(client, mountpoint):
+    """statvfs_usage of ``mountpoint``; measured once while ``client`` shares the node's reads (its ``node_memo``)."""
+    memo = getattr(client, "node_memo", None)
+    if memo is None:
+        return statvfs_usage(mountpoint)
+    key = ("statvfs", mountpoint)
+    if key not in memo:
+        memo[key] = statvfs_usage(mountpoint)
+    return dict(memo[key])
 
 
 def image_filesystem(filesystems):

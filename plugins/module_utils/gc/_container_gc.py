@@ -295,7 +295,10 @@ def run(client, opts, check_mode=False, now=None):
 
 def _run(client, opts, check_mode, now):
     # the log files are listed before the containers: a file that no container of the later list owns is a gone container's
-    scan = scan_pod_logs(opts["pod_logs_dir"]) if opts["logs"] else {}
+    # (node_audit, which reads the node once for all its parts, scans before that read: ``pod_log_scan``)
+    scan = opts.get("pod_log_scan")
+    if scan is None:
+        scan = scan_pod_logs(opts["pod_logs_dir"]) if opts["logs"] else {}
     node = read_node(client, ("containers", "sandboxes"))
     containers, sandboxes = node["containers"], node["sandboxes"]
     now = now if now is not None else time.time_ns()

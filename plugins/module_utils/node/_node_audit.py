@@ -12,6 +12,10 @@ argument spec beside them checks and completes its options as AnsibleModule woul
 task registering that module would hold: its return keys, ``warnings``, and ``failed``/``msg`` when it failed.
 The parts that were tasks of their own (the nodefs ``stat -f``, the credential records ``find``, the GC timer's
 ``stat``/``slurp``) are plain reads here, returned in the shape the report already reads.
+
+Each source is read once for all the parts (issue 43): one CRI client whose reads are each sent once
+(_cri_backend.SharedClient, scope ``node``: nothing changes the node during an audit), /proc once (_daemons.once), each
+configuration text parsed once (_toml_edit.data, the redactions). A part's ``rpc_calls`` are the calls it made itself.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ from types import SimpleNamespace
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.kubenode.gc.plugins.module_utils import _daemons
 from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, run_logic
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils.config import _kubelet_config, _runtime_config
 from ansible_collections.kubenode.gc.plugins.module_utils.config._config_io import config_files
 from ansible_collections.kubenode.gc.plugins.module_utils.config._runtime_config_policy import detect_runtime
 from ansible_collections.kubenode.gc.plugins.module_utils.cri import _cri_info
-from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri_backend import cri_client
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri_backend import SharedClient
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_pin_policy import runtime_kind as pin_kind
 from ansible_collections.kubenode.gc.plugins.module_utils.gc import _container_gc, _gc_policy, _image_gc, _image_pin
 from ansible_collections.kubenode.gc.plugins.module_utils.node._audit_summary import summarise
@@ -243,9 +248,33 @@ def runtime_drift_options(params):
 RUNTIME_DRIFT = SimpleNamespace(options=runtime_drift_options, run=_runtime_config.run)
 
 
+def asking(part, shared):
+    """``part`` (runtime_config's logic) querying the runtime through the execution's one client (SharedClient)."""
+    return SimpleNamespace(options=lambda params: dict(part.options(params), client=shared.target), run=part.run)
+
+
+def logs_scanned(part, params):
+    """``part`` (container_gc's logic) with the pod log directory scanned now, before the node's one read: a log file no
+    container of a list read after the scan owns is a gone container's, so the scan must come first."""
+    checked = _container_gc.options(params)
+    scan = _container_gc.scan_pod_logs(checked["pod_logs_dir"]) if checked["logs"] else {}
+    return SimpleNamespace(options=lambda given: dict(part.options(given), pod_log_scan=scan), run=part.run)
+
+
 def run(module, opts):
-    """Every part, in the audit's order; a node whose runtime cannot be read fails with cri_info's sentence."""
+    """Every part, in the audit's order; a node whose runtime cannot be read fails with cri_info's sentence. Every source
+    is read once for all the parts: one CRI client sharing the node's reads, /proc once."""
+    shared = SharedClient("node")
+    try:
+        with _daemons.once():
+            return _run(module, opts, shared)
+    finally:
+        shared.close()
+
+
+def _run(module, opts, cri_client):
     out = {}
+    container_gc = logs_scanned(PARTS["container_gc"], opts["container_gc"])
     cri = run_part(module, PARTS["cri_info"], opts["cri_info"], cri_client)
     out["cri_info"] = cri
     if cri.get("failed"):
@@ -262,7 +291,7 @@ def run(module, opts):
     runtime_name = (cri.get("runtime") or {}).get("name")
     kind = detect_runtime(None, (), set().__contains__, runtime_name=runtime_name, strict=False) or "containerd"
     read, drift = opts["runtimes"][kind]
-    runtime = run_part(module, PARTS["runtime_config"], read, config_files)
+    runtime = run_part(module, asking(PARTS["runtime_config"], cri_client), read, config_files)
     out["runtime_config"] = runtime
     out["runtime_config_drift"] = None if drift is None else (
         run_part(module, RUNTIME_DRIFT, drift, config_files) if _ok(runtime) else _skipped())
@@ -284,7 +313,7 @@ def run(module, opts):
         out["image_pin"] = run_part(module, PARTS["image_pin"], opts["image_pin"], cri_client)
     else:
         out["image_pin"] = None
-    out["container_gc"] = run_part(module, PARTS["container_gc"], opts["container_gc"], cri_client)
+    out["container_gc"] = run_part(module, container_gc, opts["container_gc"], cri_client)
     out["disk_usage"] = run_part(module, PARTS["disk_usage"], opts["disk_usage"], cri_client)
     return out
 

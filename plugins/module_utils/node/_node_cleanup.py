@@ -13,6 +13,11 @@ skip a node below its high thresholds (unless remove_images), write the provisio
 images, container GC, the listed removal (image_gc mode=listed, remove_images), image GC, storage GC. Each GC step is that
 module's own code with that module's options, so its result is what a task registering the module would hold. Pure
 decisions (the skip sentence, the interrupted record) are functions here that the playbook's filters share.
+
+The steps share one CRI client (_cri_backend.SharedClient) and one reading of /proc (_daemons.once). In check mode
+nothing changes the node, so every read is sent once for all the steps (scope ``node``, as node_audit); a real run
+shares only what the runtime says of itself (its Version and Status): each step reads the node after the steps before it
+changed it, and the removals list containers again before each batch.
 """
 
 from __future__ import annotations
@@ -23,13 +28,14 @@ import os
 import re
 from types import SimpleNamespace
 
+from ansible_collections.kubenode.gc.plugins.module_utils import _daemons
 from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, selinux_relabel
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 from ansible_collections.kubenode.gc.plugins.module_utils._files import atomic_write, open_directory
 from ansible_collections.kubenode.gc.plugins.module_utils.config import _kubelet_config
 from ansible_collections.kubenode.gc.plugins.module_utils.config._config_io import config_files
 from ansible_collections.kubenode.gc.plugins.module_utils.cri import _cri_info
-from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri_backend import cri_client
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri_backend import SharedClient
 from ansible_collections.kubenode.gc.plugins.module_utils.gc import _container_gc, _gc_policy, _image_gc, _image_pin
 from ansible_collections.kubenode.gc.plugins.module_utils.storage import _storage_gc
 from ansible_collections.kubenode.gc.plugins.module_utils.node._node_audit import (
@@ -38,6 +44,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils.node._node_audit impor
     PARTS,
     _given,
     cri_params,
+    logs_scanned,
     part_params,
     refuse_own,
     rpc_totals,
@@ -153,8 +160,20 @@ def complete_interrupted_records(module, history_dir, images, now, warnings):
 
 
 def run(module, opts, check_mode):
-    """The node's cleanup; returns the result (``status``: unreadable, policy_error, skipped, failed, planned or cleaned)."""
+    """The node's cleanup; returns the result (``status``: unreadable, policy_error, skipped, failed, planned or cleaned).
+    The steps share one CRI client: in check mode every read once, in a real run what the runtime says of itself."""
+    shared = SharedClient("node" if check_mode else "runtime")
+    try:
+        with _daemons.once():
+            return _run(module, opts, check_mode, shared)
+    finally:
+        shared.close()
+
+
+def _run(module, opts, check_mode, cri_client):
     now = datetime.datetime.now(datetime.timezone.utc)
+    # a plan reads the node once for every step: container_gc's pod log directory is scanned before that read
+    container_gc = logs_scanned(PARTS["container_gc"], opts["container_gc"]) if check_mode and opts["containers"] else PARTS["container_gc"]
     warnings = []
     out = dict(changed=False, status=None, usage_before=None, policy=None, record_file=None, interrupted_records=[],
                image_pin=None, container_gc=None, image_listed=None, image_gc=None, storage_gc=None, warnings=warnings)
@@ -199,7 +218,7 @@ def run(module, opts, check_mode):
         out["image_pin"] = run_part(module, PARTS["image_pin"], opts["image_pin"], cri_client, check_mode)
         failed = out["image_pin"] if out["image_pin"].get("failed") else None
     if failed is None and opts["containers"]:
-        out["container_gc"] = run_part(module, PARTS["container_gc"], opts["container_gc"], cri_client, check_mode)
+        out["container_gc"] = run_part(module, container_gc, opts["container_gc"], cri_client, check_mode)
         failed = failed or (out["container_gc"] if out["container_gc"].get("failed") else None)
     if failed is None and opts["image_listed"] is not None:
         out["image_listed"] = run_part(module, _listed_part(out["container_gc"], check_mode), opts["image_listed"], cri_client, check_mode)

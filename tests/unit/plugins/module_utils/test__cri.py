@@ -241,3 +241,40 @@ def test_requests_built_fast_equal_json_format_and_fall_back_to_it():
     assert _build(pb.StopContainerRequest, {"containerId": "c1", "timeout": "3"}) == pb.StopContainerRequest(container_id="c1", timeout=3)
     with pytest.raises(json_format.ParseError):
         _build(pb.StatusRequest, {"no_such_field": 1})
+
+
+def test_shared_answers_send_each_read_once_until_a_change(grpc_server, cri_client):
+    reply = pb.VersionResponse(version="0.1.0", runtime_name="fake", runtime_version="1.0", runtime_api_version="v1").SerializeToString()
+    server = grpc_server({"Version": ("reply", reply), "ListImages": ("reply", b""), "RemoveImage": ("reply", b"")})
+    client = cri_client(server.endpoint)
+    client.share_answers("node")
+    assert client.version().runtime_name == client.version().runtime_name == "fake"
+    assert client.list_images() == client.list_images() == []
+    assert client.call_async("ListImages").result() is not None
+    assert client.rpc_calls == {"Version": 1, "ListImages": 1}
+    client.call("RemoveImage", image={"image": "sha256:abc"})  # may change the node: its reads are sent again
+    client.list_images()
+    client.version()
+    assert client.rpc_calls == {"Version": 1, "ListImages": 2, "RemoveImage": 1}
+
+
+def test_runtime_scope_shares_only_what_the_runtime_says_of_itself(grpc_server, cri_client):
+    reply = pb.VersionResponse(version="0.1.0", runtime_name="fake", runtime_version="1.0", runtime_api_version="v1").SerializeToString()
+    server = grpc_server({"Version": ("reply", reply), "ListImages": ("reply", b"")})
+    client = cri_client(server.endpoint)
+    client.share_answers("runtime")
+    client.version(), client.version(), client.list_images(), client.list_images()
+    assert client.rpc_calls == {"Version": 1, "ListImages": 2} and client.node_memo is None
+
+
+def test_an_unshared_client_sends_every_call(grpc_server, cri_client):
+    server = grpc_server({"ListImages": ("reply", b"")})
+    client = cri_client(server.endpoint)
+    client.list_images(), client.list_images()
+    assert client.rpc_calls == {"ListImages": 2}
+
+
+@pytest.mark.parametrize("method, reads", [("ListImages", True), ("RemoveImage", False), ("containerd.images.List", True),
+                                           ("containerd.images.Delete", False), ("containerd.leases.Create", False)])
+def test_reads_only(method, reads):
+    assert _cri._reads_only(method) is reads  # pylint: disable=protected-access
