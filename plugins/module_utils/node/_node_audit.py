@@ -256,7 +256,10 @@ def asking(part, shared):
 def logs_scanned(part, params):
     """``part`` (container_gc's logic) with the pod log directory scanned now, before the node's one read: a log file no
     container of a list read after the scan owns is a gone container's, so the scan must come first."""
-    checked = _container_gc.options(params)
+    try:
+        checked = _container_gc.options(params)
+    except KubenodeGcError:
+        return part  # the part fails with its own sentence when it runs
     scan = _container_gc.scan_pod_logs(checked["pod_logs_dir"]) if checked["logs"] else {}
     return SimpleNamespace(options=lambda given: dict(part.options(given), pod_log_scan=scan), run=part.run)
 
