@@ -220,6 +220,7 @@ class NodeLock:
     def __enter__(self):
         self._fd = self._open()
         deadline = time.monotonic() + self.timeout
+        pause = 0.005  # the holder's run may end any moment: asked again soon, then less often (0.1 s at most)
         while True:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -233,7 +234,8 @@ class NodeLock:
                 raise LedgerError(
                     "Another kubenode.gc run holds the node lock %s; %s gave up waiting after %g seconds (lock_timeout)." % (self.path, self.what, self.timeout)
                 )
-            time.sleep(0.1)
+            time.sleep(min(pause, max(deadline - time.monotonic(), 0)))
+            pause = min(pause * 2, 0.1)
 
     def __exit__(self, *exc):
         if self._fd is not None:

@@ -227,6 +227,7 @@ def _crio(client, images, match, opts, check_mode, result):
 def _settle(client, result, expect):
     """Wait until the CRI reports what was changed (containerd applies labels through events, cri-o reloads)."""
     deadline = time.monotonic() + SETTLE_SECONDS
+    pause = 0.005  # containerd applies a label within milliseconds: asked again soon, then less often (0.2 s at most)
     while expect:
         state = {i["id"]: i["pinned"] for i in read_images(client)}
         wrong = sorted(i for i, want in expect.items() if i in state and state[i] != want)
@@ -235,7 +236,8 @@ def _settle(client, result, expect):
         if time.monotonic() > deadline:
             result["warnings"].append("The runtime does not yet report the expected pinned state of %s after %g seconds." % (", ".join(wrong), SETTLE_SECONDS))
             return
-        time.sleep(0.2)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
 
 
 # The module's options (plugins/modules/image_pin.py documents them); here so that kubenode.gc.node_audit runs it too.
