@@ -256,16 +256,16 @@ def node_files(host):
 
 
 @pytest.mark.parametrize("case, python, sentence", [
-    ("owned by another user", "/opt/kgc-user/python3", "gc_timer_python /opt/kgc-user/python3 is owned by uid 65534 (nobody): " + WHY),
+    ("owned by another user", "/opt/kgc-user/python3", "gc_timer_python /opt/kgc-user/python3 is owned by uid 65534 (nobody), not root: " + WHY),
     ("in a directory another user owns", "/opt/kgc-nobody/bin/python3",
-     "gc_timer_python /opt/kgc-nobody/bin/python3 goes through /opt/kgc-nobody, which is owned by uid 65534 (nobody): " + WHY),
+     "gc_timer_python /opt/kgc-nobody/bin/python3 goes through /opt/kgc-nobody, which is owned by uid 65534 (nobody), not root: " + WHY),
     ("a root link to another user's file", "/usr/local/bin/kgc-python",
-     "gc_timer_python /usr/local/bin/kgc-python goes through /opt/kgc-user/python3, which is owned by uid 65534 (nobody): " + WHY),
+     "gc_timer_python /usr/local/bin/kgc-python goes through /opt/kgc-user/python3, which is owned by uid 65534 (nobody), not root: " + WHY),
     ("in a world-writable directory", "/opt/kgc-ww/python3",
-     "gc_timer_python /opt/kgc-ww/python3 goes through /opt/kgc-ww, which is writable by its group and others (mode 0777, owner root): " + WHY),
+     "gc_timer_python /opt/kgc-ww/python3 goes through /opt/kgc-ww, which is writable by its group and others (mode 0777): " + WHY),
     ("a venv whose site-packages another user owns", "/opt/kgc-venv/bin/python",
      "gc_timer_python /opt/kgc-venv/bin/python's sys.path directory /opt/kgc-venv/lib/python3.11/site-packages is owned by uid 65534 "
-     "(nobody): " + WHY),
+     "(nobody), not root: " + WHY),
 ])
 def test_3d_an_interpreter_that_is_not_root_s_alone_is_refused_unrun_and_nothing_is_written(host, name, case, python, sentence):
     host.check_output(SETUP[case], PTH if "venv" in case else WRAPPER)
@@ -285,7 +285,7 @@ def test_3e_runner_code_another_user_owns_is_refused(host, name):
         before = node_files(host)
         run = playbook(name, role_play(gc_timer_cri_endpoint=ENDPOINTS[name][0]))
         out = run.communicate(timeout=300)[0]
-        sentence = "The runner's code /usr/local/lib/kubenode-gc holds %s, which is owned by uid 65534 (nobody): %s" % (victim, WHY)
+        sentence = "The runner's code /usr/local/lib/kubenode-gc holds %s, which is owned by uid 65534 (nobody), not root: %s" % (victim, WHY)
         assert run.returncode != 0 and sentence in out, out
         assert node_files(host) == before
     finally:
