@@ -334,7 +334,9 @@ def atomic_write(path, text, mode=0o644, keep_owner_mode=True, prefix=None, chec
                         _copy_xattrs(old, f.fileno())
                     finally:
                         os.close(old)
-                    os.fchown(f.fileno(), st.st_uid, st.st_gid)
+                    new = os.fstat(f.fileno())
+                    if (new.st_uid, new.st_gid) != (st.st_uid, st.st_gid):  # a sandbox without @chown (the gc_timer's) writes root's files
+                        os.fchown(f.fileno(), st.st_uid, st.st_gid)
                     os.fchmod(f.fileno(), stat.S_IMODE(st.st_mode))
                 else:
                     if existing:
