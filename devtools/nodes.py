@@ -40,12 +40,14 @@ DEFAULT_RUNTIME = "containerd-1.6"
 
 # What a node container needs to run systemd, containerd and runc pods without
 # --privileged (which fails here): every capability but CAP_SYS_RESOURCE, no
-# seccomp/AppArmor confinement, and the host's cgroup tree.
+# seccomp/AppArmor confinement, and the host's cgroup tree. /run is root's 0755 as on a
+# node (Docker's tmpfs default is 1777, where any user could make /run/kubenode-gc);
+# /run/lock and /tmp are 1777, as there.
 RUN_FLAGS = [
     "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
     "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
     "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-    "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
+    "--tmpfs", "/run:mode=0755", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
 ]
 
 

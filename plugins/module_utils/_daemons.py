@@ -39,7 +39,7 @@ import re
 import shlex
 import stat
 
-from ansible_collections.kubenode.gc.plugins.module_utils._files import owner as _owner
+from ansible_collections.kubenode.gc.plugins.module_utils._files import owner as _owner, problem as _problem
 
 PROC = "/proc"
 KUBELET_NAMES = ("kubelet",)
@@ -127,7 +127,7 @@ def trust_problem(proc):
 
     The real and effective uids must be 0 (a set-user-ID program another user started has euid 0 but not uid 0); the
     executable is /proc/<pid>/exe itself (stat follows the kernel's link to the very file that runs, even deleted):
-    a regular file owned by root with no group or other write bit. The file a script names is not its executable
+    a regular file that is root's alone (_files.problem: owned by root, no group or other write bit). The file a script names is not its executable
     (the interpreter is); a script root runs is root's choice."""
     base = os.path.join(PROC, str(proc.pid))
     uid, euid = _uids(proc.pid)
@@ -146,12 +146,11 @@ def trust_problem(proc):
         except OSError as exc:
             st, why = None, "its executable cannot be read (%s)" % (exc.strerror or exc)
         if st is not None:
+            unsafe = _problem(st)
             if not stat.S_ISREG(st.st_mode):
                 why = "its executable is not a regular file"
-            elif st.st_uid != 0:
-                why = "its executable is owned by %s, not root" % _owner(st.st_uid)
-            elif st.st_mode & 0o022:
-                why = "its executable may be written by %s (mode %04o)" % ("others" if st.st_mode & 0o002 else "its group", stat.S_IMODE(st.st_mode))
+            elif unsafe:
+                why = "its executable is %s" % unsafe
     return Untrusted(proc.pid, proc.name, uid, euid, exe, why) if why else None
 
 
