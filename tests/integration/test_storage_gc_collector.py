@@ -4,7 +4,11 @@
 """The differential test of storage_gc's collector model: on containerd 1.6, 1.7 and 2.x, with objects of every label kind,
 what the check-mode plan predicts containerd's collection frees is, object by object, what it really freed."""
 
+import pytest
+
 from tests.integration import storage_objects as so
+
+pytestmark = pytest.mark.runtimes("every")
 
 ACTIONS = ("ingest", "lease", "image", "gc_root")
 COLLECTED = ("content", "snapshot", "lease", "ingest", "image")
