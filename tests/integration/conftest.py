@@ -174,8 +174,14 @@ def collections_path(tmp_path_factory, collection_tarball):
     return str(path)
 
 
+CALLBACK_PLUGINS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "callback_plugins")
+
+
 class Ansible:
-    """Runs one module task through ansible-playbook and returns its registered result."""
+    """Runs one module task through ansible-playbook and returns its registered result.
+
+    The result is what ``register`` would store, written by the callback in callback_plugins/ (a second task copying it
+    into a file cost a module execution of its own per run)."""
 
     def __init__(self, collections_path, workdir):
         self.collections_path = collections_path
@@ -203,22 +209,7 @@ class Ansible:
         task = {"name": "Run the module", name: args or {}, "register": "result", "ignore_errors": True}
         if task_env:
             task["environment"] = task_env
-        play = [
-            {
-                "name": "kubenode.gc integration test",
-                "hosts": "localhost",
-                "gather_facts": False,
-                "tasks": [
-                    task,
-                    {
-                        "name": "Save the result",
-                        "ansible.builtin.copy": {"content": "{{ result | to_json }}", "dest": out, "mode": "0600"},
-                        "check_mode": False,
-                        "diff": False,
-                    },
-                ],
-            }
-        ]
+        play = [{"name": "kubenode.gc integration test", "hosts": "localhost", "gather_facts": False, "tasks": [task]}]
         playbook = os.path.join(str(self.workdir), "play-%d.yml" % self.count)
         with open(playbook, "w", encoding="utf-8") as f:
             yaml.safe_dump(play, f)
@@ -227,7 +218,8 @@ class Ansible:
             cmd.append("--check")
         if diff:
             cmd.append("--diff")
-        proc = subprocess.run(cmd, env=self.env(unset=unset_env), capture_output=True, text=True, check=False)
+        result = {"ANSIBLE_CALLBACK_PLUGINS": CALLBACK_PLUGINS, "ANSIBLE_CALLBACKS_ENABLED": "kubenode_gc_test_result", "KUBENODE_GC_TEST_RESULT": out}
+        proc = subprocess.run(cmd, env=self.env(result, unset=unset_env), capture_output=True, text=True, check=False)
         if not os.path.exists(out):
             raise AssertionError("ansible-playbook produced no result (rc %d):\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr))
         with open(out, encoding="utf-8") as f:
