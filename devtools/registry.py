@@ -52,11 +52,9 @@ def split_ref(ref):
     from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import normalize_image_ref  # pylint: disable=import-outside-toplevel
 
     full = normalize_image_ref(ref)
-    host, _, rest = full.partition("/")
-    if "@" in rest:
-        repo, _, tag = rest.partition("@")
-    else:
-        repo, _, tag = rest.rpartition(":")
+    host, rest = full.split("/", 1)
+    sep = "@" if "@" in rest else ":"
+    repo, tag = rest.rsplit(sep, 1) if sep == ":" else rest.split(sep, 1)
     return host, repo, tag
 
 
@@ -79,7 +77,7 @@ class Registry:
             raise RuntimeError("no %s: install Debian's docker-registry package (scripts/setup.sh does)" % REGISTRY_BIN)
         storage = os.path.join(self.workdir, "storage")
         os.makedirs(storage, exist_ok=True)
-        for _ in range(5):
+        for attempt in range(5):  # pylint: disable=unused-variable
             self.port = _free_port()
             config = os.path.join(self.workdir, "config.yml")
             with open(config, "w", encoding="utf-8") as f:
