@@ -77,18 +77,19 @@ description:
     C(ContainerStatus) once per container where image volumes exist; one C(RemoveImage) per removal, or, on the native
     removal path below, one containerd C(images.Delete) per image name, one lease C(Create) and C(Delete), and one more
     C(ListImages).
-  - Native removal path (containerd 1.6, 1.7 and 2.x). The CRI's C(RemoveImage) deletes an image's records with one
-    synchronous garbage collection per image. On these containerd versions, a max-age or prune pass of at least 32 images
-    instead deletes each image's records (its tags, digests and id) through containerd's own images API on the same
-    socket, without a collection, then runs one synchronous collection for the whole pass (a transient lease deleted
-    with C(sync), as M(kubenode.gc.storage_gc) does), then waits (5 seconds at most) until the CRI's C(ListImages) lists
-    none of them; an image the CRI still lists then goes through C(RemoveImage). The containers are listed again before
-    each batch, the plan, the ledger, the node lock and the results are the same as through the CRI. The CRI's image
-    cache follows containerd's image events on these versions; the collection's integration tests prove it on each
-    (C(tests/integration/test_image_gc_native.py) - the CRI stops listing the images at once, lists them again when they
-    are imported again, C(ImageFsInfo) reflects the freed bytes, the sandbox image and images in use are intact).
-    Other containerd versions, cri-o, other runtimes, smaller passes and the measured threshold and inode passes
-    (which measure after each batch) use the CRI.
+  - Native removal path (containerd 1.6, 1.7, 2.1, 2.2 and 2.3). The CRI's C(RemoveImage) deletes an image's records
+    with one synchronous garbage collection per image. On these containerd versions, a max-age or prune pass of at least
+    32 images instead deletes each image's records (its tags, digests and id) through containerd's own images API on the
+    same socket, without a collection, then runs one synchronous collection for the whole pass (a transient lease
+    deleted with C(sync), as M(kubenode.gc.storage_gc) does), then waits (5 seconds at most) until the CRI's
+    C(ListImages) lists none of them; an image the CRI still lists then goes through C(RemoveImage). The containers are
+    listed again before each batch, the plan, the ledger, the node lock and the results are the same as through the CRI.
+    The CRI's image cache follows containerd's image events on these versions; the collection's integration tests prove
+    it on each with images pulled through the CRI (C(tests/integration/test_image_gc_native.py) - the CRI stops listing
+    the images at once, containerd keeps no record of them, lists them again when they are pulled again and a container
+    starts from one, C(ImageFsInfo) reflects the freed bytes, the sandbox image and images in use are intact). Other
+    containerd versions (2.0, and release lines after 2.3 until they are tested), cri-o, other runtimes, smaller passes
+    and the measured threshold and inode passes (which measure after each batch) use the CRI.
   - The kubelet's pulled-image credential records (KEP-2535, C(<kubelet root>/image_manager/)) are never touched by any
     module of this collection; the kubelet prunes stale records itself. Deleting them would open preloaded images to
     every pod. The audit playbook reports their number and the C(KubeletEnsureSecretPulledImages) feature gate.

@@ -14,7 +14,8 @@ Expect = collections.namedtuple(
         "runtime_name",  # CRI Version runtime_name
         "sandbox_pinned",  # the runtime reports its sandbox image pinned itself
         "bare_hex_ids",  # image ids without "sha256:"
-        "image_ref",  # a container's image_ref: "id" (the image id) or "digest" (a repo digest)
+        "image_ref",  # a container's image_ref in ListContainers: "id" (the image id) or "digest" (a repo digest); containerd's
+        # ContainerStatus answers a pulled image's repo digest there, its ListContainers the id
         "container_filesystems",  # ImageFsInfo also reports container filesystems (split: imagestore)
         "repo_digests",  # images pulled through the CRI have repo digests (the harness pulls every image)
         "sandbox_image_in_status",  # the verbose Status info names the sandbox image (else: a sandbox's info, the config)

@@ -17,6 +17,8 @@ from devtools.faults import CrashAfter
 from devtools.images import ImageSpec
 from tests.integration.conftest import BIN
 
+pytestmark = pytest.mark.runtimes("one")
+
 MIB = 1 << 20
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 
+import pytest
 import yaml
 
 from devtools.faults import CrashAfter
@@ -15,6 +16,8 @@ from devtools.images import ImageSpec
 from tests.integration import storage_objects as so
 from tests.integration.conftest import BIN
 from tests.integration.test_image_pin import CAN_PIN, clean_dropins  # noqa: F401  pylint: disable=unused-import
+
+pytestmark = pytest.mark.runtimes("one")
 
 MIB = 1 << 20
 
@@ -96,6 +99,7 @@ def test_a_cleaned_node_records_no_error(ansible, runtime, tmp_path):
     assert {t for i in record["images"] for t in i["repo_tags"]} == {"docker.io/library/ok-0:1", "docker.io/library/ok-1:1"}
 
 
+@pytest.mark.runtimes("every")
 def test_cleanup_pins_the_keep_list_before_it_removes(ansible, clean_dropins, runtime_name, tmp_path):
     """Issue 14, item 1: kubenode_gc_cleanup_pin pins the keep-listed images (the kubelet's own GC keeps them then), and the
     prune removes the rest; a runtime that cannot pin (containerd 1.6) only warns, and the keep list still protects."""

@@ -23,6 +23,8 @@ from devtools import runtimes
 from tests.integration.conftest import RUNTIMES
 from tests.integration.test_runtime_config import codes, ok, one_sentence_failure, own_config
 
+pytestmark = pytest.mark.runtimes("every")
+
 KUBELET = "kubenode.gc.kubelet_config"
 RUNTIME = "kubenode.gc.runtime_config"
 CONTAINERD_NAMES = [n for n in RUNTIMES if n.startswith("containerd")]

@@ -5,7 +5,11 @@
 
 import os
 
+import pytest
+
 from tests.integration import storage_objects as so
+
+pytestmark = pytest.mark.runtimes("every")
 
 # containerd's bolt database grows in steps while objects are created; that growth lands in the step's statvfs delta
 SLACK = 256 * 1024
@@ -69,6 +73,7 @@ def test_disk_usage_attributes_every_kind(ansible, runtime, runtime_name):
     assert not any(name.startswith("containerd.snapshots.Usage") and n > 20 for name, n in res["rpc_calls"].items())
 
 
+@pytest.mark.runtimes("one")
 def test_disk_usage_walk_limit_says_it_stopped(ansible, runtime):
     logs = os.path.join(runtime.workdir, "many-logs")
     for n in range(5):

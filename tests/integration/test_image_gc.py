@@ -22,6 +22,8 @@ from devtools import runtimes
 from devtools.images import ImageSpec
 from tests.integration.expectations import IMAGE_VOLUME_REMOVAL_REFUSED, IMAGE_VOLUMES, expect
 
+pytestmark = pytest.mark.runtimes("every")
+
 MIB = 1 << 20
 
 
@@ -121,6 +123,7 @@ def test_prune_removes_only_unprotected_images_and_check_mode_predicts_it(ansibl
     assert tags_left(runtime) == PROTECTED | {runtime.sandbox_image}
 
 
+@pytest.mark.runtimes("one")
 def test_max_removals_caps_the_run(ansible, mixed):
     plan = gc(ansible, mixed, check=True, mode="prune")
     res = gc(ansible, mixed, mode="prune", max_removals=2)
@@ -186,6 +189,7 @@ def test_byte_targets_start_below_free_bytes_high_and_stop_at_free_bytes_low(ans
     assert 0 < len(hit["removed"]) < 8 and len(tags_left(runtime)) == 1 + 8 - len(hit["removed"])
 
 
+@pytest.mark.runtimes("one")
 def test_insufficient_reports_the_kubelet_wording_or_fails(ansible, runtime):
     runtime.pull_images([ImageSpec("busy:%d" % n, size=6 * MIB, share_base=False) for n in range(4)])
     pod = runtime.run_pod("busy")
@@ -208,6 +212,7 @@ def test_insufficient_reports_the_kubelet_wording_or_fails(ansible, runtime):
     assert "Failed to free sufficient space by deleting unused images (freed 0 bytes)." in strict["msg"]
 
 
+@pytest.mark.runtimes("one")
 def test_ledger_survives_runs_and_changes_the_order(ansible, runtime, tmp_path):
     ledger = str(tmp_path / "state" / "ledger.json")
     runtime.pull_images([ImageSpec("l-%s:1" % x, size=MIB) for x in "abcd"])
@@ -273,6 +278,7 @@ def test_shared_layers_measured_freeing_never_goes_past_the_plan(ansible, runtim
     assert [r["id"] for r in plan["removed"]] == [r["id"] for r in kubelet["removed"]]
 
 
+@pytest.mark.runtimes("one")
 def test_max_age_pass_uses_the_ledger(ansible, runtime, tmp_path):
     runtime.pull_images([ImageSpec("stale:1"), ImageSpec("fresh:1")])
     ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
@@ -294,6 +300,7 @@ def test_max_age_pass_uses_the_ledger(ansible, runtime, tmp_path):
     assert res["removed"] == []
 
 
+@pytest.mark.runtimes("one")
 def test_max_age_pass_counts_the_first_run_that_saw_an_image_unused_as_its_last_possible_use(ansible, runtime, tmp_path):
     runtime.pull_images([ImageSpec("was-used:1"), ImageSpec("long-unused:1")])
     ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
@@ -318,6 +325,7 @@ def test_max_age_pass_counts_the_first_run_that_saw_an_image_unused_as_its_last_
     assert record["last_used"] == now - 2 * hour and record["last_possible_use"] > now - 60 * 10**9
 
 
+@pytest.mark.runtimes("one")
 def test_high_100_without_max_age_removes_nothing_at_full_usage(ansible, runtime):
     runtime.pull_images([ImageSpec("idle-%d:1" % n, size=MIB, share_base=False) for n in range(3)])
     for high, low in ((100, 0), (100, 99)):
@@ -349,6 +357,7 @@ def test_shared_layer_with_an_image_in_use_is_not_over_deleted(ansible, runtime)
     assert len([t for t in left if "cand-" in t]) == 6 - len(res["removed"]) >= 6 - kubelet_plan
 
 
+@pytest.mark.runtimes("one")
 def test_min_age_keeps_new_images(ansible, runtime, tmp_path):
     runtime.pull_images([ImageSpec("young-%d:1" % n) for n in range(3)])
     res = gc(ansible, runtime, mode="prune", min_age="1h", ledger_path=str(tmp_path / "l.json"))
@@ -405,6 +414,7 @@ class FailingClient(CriClient):
         return super().call_async(method, **fields)
 
 
+@pytest.mark.runtimes("one")
 def test_failed_removal_does_not_stop_the_walk(runtime):
     runtime.pull_images([ImageSpec("fail-%d:1" % n) for n in range(4)])
     ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
@@ -419,6 +429,7 @@ def test_failed_removal_does_not_stop_the_walk(runtime):
     assert tags_left(runtime) == {"docker.io/library/fail-1:1", runtime.sandbox_image}
 
 
+@pytest.mark.runtimes("one")
 def test_second_concurrent_run_waits_then_fails_clearly(ansible, runtime, tmp_path):
     ledger = tmp_path / "l.json"
     lock_path = _ledger.node_lock_path(runtime.endpoint)
@@ -437,6 +448,7 @@ def test_second_concurrent_run_waits_then_fails_clearly(ansible, runtime, tmp_pa
     assert not after.get("failed"), after.get("msg")
 
 
+@pytest.mark.runtimes("one")
 @pytest.mark.parametrize(
     "args, msg",
     [
@@ -484,6 +496,7 @@ def test_containerd_down_is_a_clear_failure(ansible, tmp_path):
     assert res["msg"] == "CRI endpoint unix://%s/gone.sock is unusable for Version: socket %s/gone.sock does not exist." % (tmp_path, tmp_path)
 
 
+@pytest.mark.runtimes("one")
 def test_failed_removal_in_the_threshold_pass_fails_with_the_kubelet_error(runtime):
     runtime.pull_images([ImageSpec("tfail-%d:1" % n, size=4 * MIB, share_base=False) for n in range(3)])
     ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
@@ -500,6 +513,7 @@ def test_failed_removal_in_the_threshold_pass_fails_with_the_kubelet_error(runti
     assert tags_left(runtime) == {"docker.io/library/tfail-0:1", runtime.sandbox_image}
 
 
+@pytest.mark.runtimes("one")
 def test_failed_removal_in_the_max_age_pass_ends_the_run_before_the_threshold_pass(runtime, tmp_path):
     runtime.pull_images([ImageSpec("afail-%d:1" % n, size=4 * MIB, share_base=False) for n in range(3)])
     ids = {i.repo_tags[0]: i.id for i in runtime.client.list_images()}
@@ -525,6 +539,7 @@ def test_failed_removal_in_the_max_age_pass_ends_the_run_before_the_threshold_pa
     assert tags_left(runtime) == {"docker.io/library/afail-0:1", "docker.io/library/afail-2:1", runtime.sandbox_image}
 
 
+@pytest.mark.runtimes("one")
 def test_hostile_ledgers_fail_naming_the_file_or_warn_and_change_nothing(ansible, mixed, tmp_path):
     """Issue 11, item 9, through ansible-playbook on the real runtime."""
     before = tags_left(mixed)
@@ -749,6 +764,7 @@ def fill(directory):
         assert exc.errno == errno.ENOSPC
 
 
+@pytest.mark.runtimes("one")
 def test_ledger_write_failing_with_enospc_fails_changed_naming_the_ledger(ansible, runtime, tmp_path):
     """Issue 11, item 1: the removals happened, the ledger cannot be written (ENOSPC): changed, removed filled, the old ledger intact."""
     runtime.pull_images([ImageSpec("nospc-%d:1" % n) for n in range(3)])

@@ -12,6 +12,8 @@ from devtools.images import ImageSpec
 from tests.integration.expectations import expect
 from tests.integration.test_image_gc import MIB, gc, tags_left
 
+pytestmark = pytest.mark.runtimes("every")
+
 LIB = "docker.io/library/"
 
 
@@ -94,6 +96,7 @@ def test_listed_removes_exactly_the_unused_named_images_and_names_the_pods_of_th
     assert LIB + "vuln:exited" not in tags_left(runtime) and LIB + "vuln:run" in tags_left(runtime)
 
 
+@pytest.mark.runtimes("one")
 @pytest.mark.parametrize("args, msg", [
     (dict(mode="listed"), "mode=listed needs images, the patterns of the images to remove (as in keep_images); none were given."),
     (dict(mode="listed", images=["vuln:*", ""]), "images must not contain an empty pattern; remove it or name the image to remove."),
@@ -107,6 +110,7 @@ def test_bad_images_fail_in_one_sentence_and_change_nothing(ansible, node, args,
     assert tags_left(node) == before
 
 
+@pytest.mark.runtimes("one")
 def test_node_cleanup_removes_listed_images_below_the_thresholds_after_container_gc_and_check_mode_lists_exactly_that(ansible, node, tmp_path):
     """kubenode_gc_remove_images through node_cleanup on a node below its thresholds: container GC removes the exited
     container of a deleted pod (jobs/batch), so its image goes too; --check lists exactly the real run's removals."""

@@ -14,6 +14,8 @@ from ansible_collections.kubenode.gc.plugins.module_utils.containerd._containerd
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriClient
 from devtools.images import ImageSpec
 
+pytestmark = pytest.mark.runtimes("every")
+
 MIB = 1 << 20
 # containerd's CRI reports pinned from 1.7.3 on; cri-o through pinned_images
 CAN_PIN = {"containerd-1.6": False, "containerd-1.7": True, "containerd-2.1": True, "containerd-2.2": True, "containerd-2.3": True, "crio": True}
@@ -149,6 +151,7 @@ def test_exclusive_unpins_only_our_pins(ansible, clean_dropins, runtime_name):
         assert '# kubenode.gc pins: []\n' in text and '"registry.k8s.io/theirs:1",' in text
 
 
+@pytest.mark.runtimes("one")
 def test_bad_pattern_fails_in_one_sentence_and_changes_nothing(ansible, runtime):
     runtime.pull_images([ImageSpec("registry.k8s.io/bad:1", size=MIB)])
     before = pinned_state(runtime)

@@ -6,7 +6,11 @@ changes nothing, and fails with cri_info's sentence when the runtime cannot be r
 
 import os
 
+import pytest
+
 from devtools.images import ImageSpec
+
+pytestmark = pytest.mark.runtimes("one")
 
 KUBELET = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 70\nimageGCLowThresholdPercent: 60\n"
 
@@ -15,6 +19,7 @@ def ids(items, key="id"):
     return sorted(str(item[key] if isinstance(item, dict) else getattr(item, key)) for item in items or [])
 
 
+@pytest.mark.runtimes("every")
 def test_node_audit_holds_what_each_module_returns(ansible, runtime, tmp_path):
     runtime.pull_images([ImageSpec("registry.k8s.io/audit-used:1", size=64 << 10), ImageSpec("registry.k8s.io/audit-unused:1", size=64 << 10)])
     pod = runtime.run_pod("audit", namespace="audit-ns")

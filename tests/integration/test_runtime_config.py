@@ -19,6 +19,8 @@ from devtools import runtimes
 from tests.integration.conftest import RUNTIMES, read_only_tmpfs
 from tests.integration.expectations import rpc_calls
 
+pytestmark = pytest.mark.runtimes("every")
+
 MODULE = "kubenode.gc.runtime_config"
 
 V2 = """# containerd, by hand

@@ -5,8 +5,12 @@
 
 import os
 
+import pytest
+
 from devtools.images import ImageSpec
 from tests.integration import storage_objects as so
+
+pytestmark = pytest.mark.runtimes("every")
 
 ARGS = dict(namespaces=["moby", "default"], ingest_max_age="1s", lease_max_age="1s", release_gc_roots=True)
 # what the module removes itself; the plan's other objects are what containerd's collection frees after them
@@ -91,6 +95,7 @@ def test_storage_gc_frees_what_containerd_keeps(ansible, runtime):
     assert again["changed"] is False and again["plan"] == []
 
 
+@pytest.mark.runtimes("one")
 def test_storage_gc_refuses_k8s_io(ansible, runtime):
     if runtime.kind == "cri-o":
         return

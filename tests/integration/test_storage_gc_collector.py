@@ -6,8 +6,12 @@ objects of every label kind (those of later lines too, plain labels where a line
 image pulled under two names through the transfer service from the harness's registry, what the check-mode plan
 predicts containerd's collection frees is, object by object, what it really freed."""
 
+import pytest
+
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd._containerd_collector import release_line
 from tests.integration import storage_objects as so
+
+pytestmark = pytest.mark.runtimes("every")
 
 ACTIONS = ("ingest", "lease", "image", "gc_root")
 COLLECTED = ("content", "snapshot", "lease", "ingest", "image")
