@@ -35,6 +35,8 @@ from ansible_collections.kubenode.gc.plugins.module_utils.cri import _ledger
 from devtools.images import ImageSpec
 from tests.integration.test_gc_timer import FREEZE_IN_LOCK, install, write_config
 
+pytestmark = pytest.mark.runtimes("one")  # the node lock and the kubelet process are runtime-independent
+
 KUBELET = "kubenode.gc.kubelet_config"
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 # a process whose name (comm) is kubelet, holding its command line, until its stdin closes; it prints its pid (in the namespace)
