@@ -29,7 +29,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _inv
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import ContainerdClient
 from ansible_collections.kubenode.gc.plugins.module_utils.cri import _snapshot
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri_backend import cri_options
-from ansible_collections.kubenode.gc.plugins.module_utils.storage import _crio_storage, _storage_policy
+from ansible_collections.kubenode.gc.plugins.module_utils.storage import _crio_storage, _layer_blobs, _storage_policy
 
 # what disk_usage cannot see on cri-o (containers/storage has no namespaces, ingests or leases)
 CRIO_NOT_VISIBLE = ("other_namespace_images", "stale_ingests", "leased")
@@ -254,8 +254,12 @@ def run(client, opts, check_mode=False):
         writable = [] if split else writable_layers(stats)
         # the CRI measures its containers' writable layers; the others' (ctr, nerdctl, sandboxes) are snapshots.Usage's
         _inventory.fill_usage(api, inventory, _storage_policy.needs_usage(inventory, {w["id"] for w in writable}))
+        # the snapshotters the CRI unpacks images into: an image unpacked in each needs its compressed layer blobs no more
+        snapshotters, _source = _layer_blobs.cri_snapshotters(dict(client.status(verbose=True).info), imagefs["mountpoint"])
+        if not snapshotters:
+            result["warnings"].append(_layer_blobs.NO_SNAPSHOTTER % (client.endpoint, "unpacked_layer_blobs is 0"))
         categories = _storage_policy.attribute(inventory, used, writable, _on(logs, image_dev), now,
-                                               _containerd_collector.major(version.runtime_version))
+                                               _containerd_collector.major(version.runtime_version), snapshotters=snapshotters)
         not_visible = []
     else:
         writable = [] if split else writable_layers(stats)
@@ -299,6 +303,8 @@ def _crio_categories(client, used, writable, logs):
     for name in _storage_policy.CATEGORIES:
         if name in CRIO_NOT_VISIBLE or name == "unreferenced_snapshots":
             result[name] = None
+        elif name == "unpacked_layer_blobs":
+            result[name] = _crio_storage.no_compressed_layers()
         elif name != "unaccounted":
             result[name] = _storage_policy.summarise(cats[name])
     result["unaccounted"] = {"bytes": used - sum(c["bytes"] for c in result.values() if c), "objects": []}
