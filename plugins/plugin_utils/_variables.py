@@ -173,6 +173,7 @@ DECLARATION = (
     Variable("containerd_storage_snapshotter", "str", _CONTAINERD),
     Variable("containerd_storage_sandbox_image", "str", _CONTAINERD),
     Variable("containerd_storage_pinned_images", "list", _CONTAINERD, elements="str"),
+    Variable("containerd_storage_discard_unpacked_layers", "bool", _CONTAINERD),
     Variable("containerd_storage_template_version", "int", _CONTAINERD, default=2, choices=[2, 3]),
     Variable("containerd_storage_template_cri_options", "dict", _CONTAINERD, default={}),
     Variable("containerd_storage_systemd_cgroup", "bool", _CONTAINERD, default=True),
