@@ -60,9 +60,9 @@ description:
     The manifests, the configs and the snapshots stay, so the CRI lists the same images with the same ids and sizes, and
     containers start from them as before."
   - "An image of C(k8s.io) counts as unpacked when every manifest it reaches (an index's too) that names layers has a config
-    labelled C(containerd.io/gc.ref.snapshot.<snapshotter>), for every snapshotter the CRI unpacks into (its default one, from
-    its CRI status on 1.x and from its image filesystem on 2.x, and each runtime handler's), naming a committed snapshot whose
-    chain of committed parents is as deep as the manifest's layers: the label containerd's unpacker writes once every layer is
+    labelled C(containerd.io/gc.ref.snapshot.<snapshotter>), for every snapshotter the CRI unpacks into (its default one,
+    from its CRI status on 1.x and from the image filesystems it reports on 2.x, and each runtime handler's), naming a
+    committed snapshot whose chain of committed parents is as deep as the manifest's layers: the label containerd's unpacker writes once every layer is
     in, and that keeps the snapshots as long as the image. Never touched: an image not unpacked so (fetched without unpack,
     imported with C(--no-unpack), unpacked in another snapshotter only, an index with a manifest that is not); a manifest such
     an image also reaches; a blob that something else still references (another image's manifest, another namespace, a lease,

@@ -255,7 +255,8 @@ def run(client, opts, check_mode=False):
         # the CRI measures its containers' writable layers; the others' (ctr, nerdctl, sandboxes) are snapshots.Usage's
         _inventory.fill_usage(api, inventory, _storage_policy.needs_usage(inventory, {w["id"] for w in writable}))
         # the snapshotters the CRI unpacks images into: an image unpacked in each needs its compressed layer blobs no more
-        snapshotters, _source = _layer_blobs.cri_snapshotters(dict(client.status(verbose=True).info), imagefs["mountpoint"])
+        snapshotters, _source = _layer_blobs.cri_snapshotters(dict(client.status(verbose=True).info),
+                                                              [fs["mountpoint"] for fs in filesystems if fs["kind"] == "image"])
         if not snapshotters:
             result["warnings"].append(_layer_blobs.NO_SNAPSHOTTER % (client.endpoint, "unpacked_layer_blobs is 0"))
         categories = _storage_policy.attribute(inventory, used, writable, _on(logs, image_dev), now,

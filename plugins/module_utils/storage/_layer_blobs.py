@@ -48,23 +48,26 @@ NO_SNAPSHOTTER = ("containerd at %s does not say which snapshotter its CRI unpac
                   "filesystem names one), so no image counts as unpacked: %s.")
 
 
-def cri_snapshotters(status_info, imagefs_mountpoint):
+def cri_snapshotters(status_info, imagefs_mountpoints):
     """The snapshotters containerd's CRI unpacks images into, sorted, and where the default one was read.
 
-    The default one: ``containerd.snapshotter`` of the verbose CRI Status info's config (containerd 1.x), else the name
-    of the image filesystem the CRI reports (``<root>/io.containerd.snapshotter.v1.<name>``: 2.x reports its
-    snapshotter's root there); plus the ``snapshotter`` of every runtime handler the config names (1.7, 2.x), which the
-    CRI unpacks into for the pods of that handler. ([], None) when the default one cannot be told."""
+    The default one: ``containerd.snapshotter`` of the verbose CRI Status info's config (containerd 1.x), else the names
+    of the image filesystems the CRI reports (``imagefs_mountpoints``, ``<root>/io.containerd.snapshotter.v1.<name>``:
+    2.x reports each of its snapshotters' roots there, in no fixed order, so every one counts); plus the
+    ``snapshotter`` of every runtime handler the config names (1.7, 2.x), which the CRI unpacks into for the pods of
+    that handler. ([], None) when the default one cannot be told."""
     config = _json((status_info or {}).get("config"))
     containerd = config.get("containerd") if isinstance(config.get("containerd"), dict) else {}
     default, source = containerd.get("snapshotter"), "status"
-    if not (isinstance(default, str) and default):
-        base = os.path.basename(os.path.normpath(imagefs_mountpoint or ""))
-        default = base[len(SNAPSHOTTER_ROOT_PREFIX):] if base.startswith(SNAPSHOTTER_ROOT_PREFIX) else ""
+    names = {default} if isinstance(default, str) and default else set()
+    if not names:
         source = "imagefs"
-    if not default:
+        for mountpoint in imagefs_mountpoints or ():
+            base = os.path.basename(os.path.normpath(mountpoint or ""))
+            if base.startswith(SNAPSHOTTER_ROOT_PREFIX) and base[len(SNAPSHOTTER_ROOT_PREFIX):]:
+                names.add(base[len(SNAPSHOTTER_ROOT_PREFIX):])
+    if not names:
         return [], None
-    names = {default}
     handlers = list((containerd.get("runtimes") or {}).values()) if isinstance(containerd.get("runtimes"), dict) else []
     handlers += [containerd.get(k) for k in ("defaultRuntime", "untrustedWorkloadRuntime")]
     for handler in handlers:

@@ -108,7 +108,8 @@ def _key(step):
 
 
 def _run_locked(client, opts, check_mode, result, gc_major):
-    imagefs = image_filesystem(read_imagefs(client))
+    filesystems = read_imagefs(client)
+    imagefs = image_filesystem(filesystems)
     if imagefs is None:
         raise KubenodeGcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint, result=result)
     api = ContainerdClient(client)
@@ -118,7 +119,8 @@ def _run_locked(client, opts, check_mode, result, gc_major):
     sandboxes = [s.id for s in client.list_pod_sandbox()]
     snapshotters = None
     if opts["discard_unpacked_layers"]:
-        snapshotters, _source = _layer_blobs.cri_snapshotters(dict(client.status(verbose=True).info), imagefs["mountpoint"])
+        snapshotters, _source = _layer_blobs.cri_snapshotters(dict(client.status(verbose=True).info),
+                                                              [fs["mountpoint"] for fs in filesystems if fs["kind"] == "image"])
         if not snapshotters:
             result["warnings"].append(_layer_blobs.NO_SNAPSHOTTER % (client.endpoint, "discard_unpacked_layers removes no layer reference"))
     steps = _storage_policy.plan(inventory, opts["namespaces"], keep_matcher(opts["keep_images"]), opts["ingest_max_age"],

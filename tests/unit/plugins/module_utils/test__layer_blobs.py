@@ -61,12 +61,14 @@ def node(**namespaces):
 def test_the_cris_snapshotters_come_from_its_status_or_its_image_filesystem():
     v1 = {"config": json.dumps({"containerd": {"snapshotter": "overlayfs", "runtimes": {"runc": {"snapshotter": ""},
                                                                                          "kata": {"snapshotter": "devmapper"}}}})}
-    assert L.cri_snapshotters(v1, "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs") == (["devmapper", "overlayfs"], "status")
-    # containerd 2.x: no snapshotter in its CRI Status; its image filesystem is the snapshotter's root
+    assert L.cri_snapshotters(v1, ["/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"]) == (["devmapper", "overlayfs"], "status")
+    # containerd 2.x: no snapshotter in its CRI Status; its image filesystems are its snapshotters' roots, every one counts
     v2 = {"config": json.dumps({"containerd": {"runtimes": {"runc": {"snapshotter": ""}}}})}
-    assert L.cri_snapshotters(v2, "/var/lib/containerd/io.containerd.snapshotter.v1.native/") == (["native"], "imagefs")
-    assert L.cri_snapshotters({"config": "not json"}, "/srv/images") == ([], None)
-    assert L.cri_snapshotters({}, None) == ([], None)
+    assert L.cri_snapshotters(v2, ["/var/lib/containerd/io.containerd.snapshotter.v1.native/"]) == (["native"], "imagefs")
+    assert L.cri_snapshotters(v2, ["/d/io.containerd.snapshotter.v1.native", "/d/io.containerd.snapshotter.v1.overlayfs"]) == (
+        ["native", "overlayfs"], "imagefs")
+    assert L.cri_snapshotters({"config": "not json"}, ["/srv/images"]) == ([], None)
+    assert L.cri_snapshotters({}, []) == ([], None)
 
 
 def test_an_unpacked_images_layer_blobs_go_with_its_layer_references_only():
