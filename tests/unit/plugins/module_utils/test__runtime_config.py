@@ -77,9 +77,12 @@ def containerd(text, settings=None, path=P, imports=()):
             dict(config_version=3, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.10",
                  pinned_images=[], discard_unpacked_layers=False),
         ),
-        ("", dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None, discard_unpacked_layers=False)),
-        (None, dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None, discard_unpacked_layers=False)),
-        ("# only a comment\n", dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None, discard_unpacked_layers=False)),
+        ("", dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None,
+                  discard_unpacked_layers=False)),
+        (None, dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None,
+                    discard_unpacked_layers=False)),
+        ("# only a comment\n", dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs",
+                                    sandbox_image=None, discard_unpacked_layers=False)),
     ],
 )
 def test_containerd_read(text, expected):
@@ -144,7 +147,8 @@ state = "/run/ctrd"
 [metrics]
   address = ""
 """)
-    assert plan["current"] == dict(discard_unpacked_layers=False, config_version=2, root="/data/containerd", state="/run/ctrd", snapshotter="zfs", sandbox_image="registry.k8s.io/pause:3.9")
+    assert plan["current"] == dict(discard_unpacked_layers=False, config_version=2, root="/data/containerd", state="/run/ctrd", snapshotter="zfs",
+                                   sandbox_image="registry.k8s.io/pause:3.9")
     # idempotent: the result needs nothing more
     assert (
         containerd(plan["after"], {"root": "/data/containerd", "state": "/run/ctrd/", "snapshotter": "zfs", "sandbox_image": "registry.k8s.io/pause:3.9"})[
@@ -339,7 +343,8 @@ def test_file_without_final_newline():
         (
             "containerd",
             {"graphroot": "/x"},
-            r"^Unknown settings key graphroot for runtime containerd; the supported keys are root, state, snapshotter, sandbox_image, discard_unpacked_layers, pinned_images\.$",
+            r"^Unknown settings key graphroot for runtime containerd; the supported keys are root, state, snapshotter, sandbox_image, "
+            r"discard_unpacked_layers, pinned_images\.$",
         ),
         (
             "crio",
@@ -721,7 +726,8 @@ def test_v2_an_imported_plugin_table_replaces_the_main_files_whole():
     }
     plan = containerd(V2_MAIN, imports=load(files))
     # containerd 1.x: the import's CRI table replaces the main file's, so both keys fall back to the defaults; an empty root does not override
-    assert plan["current"] == dict(discard_unpacked_layers=False, root="/main/root", state="/main/state", snapshotter="overlayfs", sandbox_image=None, config_version=2)
+    assert plan["current"] == dict(discard_unpacked_layers=False, root="/main/root", state="/main/state", snapshotter="overlayfs", sandbox_image=None,
+                                   config_version=2)
     # and containerd 2.x would drop the main file's snapshotter: its CRI table has no runtimes table
     assert [f["code"] for f in plan["findings"]] == ["import_overrides", "import_overrides", "dropped_by_containerd_2"]
     assert plan["findings"][1]["message"] == (
@@ -755,8 +761,8 @@ def test_v3_imports_merge_key_by_key_and_the_last_wins():
         "/etc/containerd/conf.d/20-b.toml": "[plugins.'io.containerd.cri.v1.images']\n  snapshotter = 'btrfs'\n",
     }
     plan = containerd(V3_MAIN, imports=load(files))
-    assert plan["current"] == dict(discard_unpacked_layers=False, root="/a", state="/run/containerd", snapshotter="btrfs", sandbox_image="registry.k8s.io/pause:3.10", config_version=3,
-                                   pinned_images=[])
+    assert plan["current"] == dict(discard_unpacked_layers=False, root="/a", state="/run/containerd", snapshotter="btrfs",
+                                   sandbox_image="registry.k8s.io/pause:3.10", config_version=3, pinned_images=[])
     assert [f["message"] for f in plan["findings"]] == [
         "The import /etc/containerd/conf.d/10-a.toml sets root = '/a', which overrides the root '/main/root' set in /etc/containerd/config.toml "
         "(imports win over the main file).",
@@ -800,7 +806,8 @@ def test_discard_unpacked_layers_goes_where_each_config_version_reads_it():
     on = {"discard_unpacked_layers": True}
     # version 2 with a runtimes table: the CRI plugin's containerd table, which containerd 2.x migrates too
     plan = containerd(V2_RUNTIMES, on)
-    assert plan["after"] == V2_RUNTIMES.replace('    default_runtime_name = "runc"\n', '    default_runtime_name = "runc"\n    discard_unpacked_layers = true\n')
+    runc = '    default_runtime_name = "runc"\n'
+    assert plan["after"] == V2_RUNTIMES.replace(runc, runc + '    discard_unpacked_layers = true\n')
     assert plan["current"]["discard_unpacked_layers"] is True and plan["findings"] == []
     # without one containerd 2.x drops it from there: also [plugins."io.containerd.cri.v1.images"], which 2.x reads
     plan = containerd(V2_NO_RUNTIMES, on)

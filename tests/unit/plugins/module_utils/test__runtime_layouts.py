@@ -173,7 +173,8 @@ def test_microk8s_containerd(node):
     res = run(query_runtime=False)
     config, template = path("/var/snap/microk8s/current/args/containerd.toml"), path("/var/snap/microk8s/current/args/containerd-template.toml")
     assert res["resolved_path"] == config
-    assert res["current"] == dict(discard_unpacked_layers=False, root=path("/var/snap/microk8s/common/var/lib/containerd"), state=path("/var/snap/microk8s/common/run/containerd"),
+    assert res["current"] == dict(discard_unpacked_layers=False, root=path("/var/snap/microk8s/common/var/lib/containerd"),
+                                  state=path("/var/snap/microk8s/common/run/containerd"),
                                   snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.7", config_version=2)
     assert codes(res) == [("warning", "generated_file"), ("info", "root_from_command_line"), ("info", "state_from_command_line")]
     assert refused(run, path(""), query_runtime=False, settings={"sandbox_image": "registry.k8s.io/pause:3.10"}) == (

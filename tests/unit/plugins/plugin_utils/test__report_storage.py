@@ -10,8 +10,8 @@ MiB = 1 << 20
 
 
 def disk_usage(used, **bytes_by_category):
-    names = ("k8s_images", "unpacked_layer_blobs", "other_namespace_images", "writable_layers", "container_logs", "stale_ingests", "leased", "unreferenced_snapshots",
-             "unaccounted")
+    names = ("k8s_images", "unpacked_layer_blobs", "other_namespace_images", "writable_layers", "container_logs", "stale_ingests", "leased",
+             "unreferenced_snapshots", "unaccounted")
     cats = {name: {"bytes": 0, "objects": []} for name in names}
     for name, value in bytes_by_category.items():
         cats[name] = value if isinstance(value, dict) else {"bytes": value, "objects": []}
