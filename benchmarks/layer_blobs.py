@@ -23,7 +23,6 @@ root (tmpfs, the runtime).
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -129,7 +128,7 @@ def measure(name, n, size, imagefs_size, content):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.layer_blobs", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.layer_blobs", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--runtime", action="append", choices=[n for n in runtimes.NAMES if n.startswith("containerd-")])
     parser.add_argument("--images", type=int, default=6)
     parser.add_argument("--size", default="16M", help="bytes of the machine's own files in each image's own layer (16M)")
@@ -149,8 +148,8 @@ def main(argv=None):
               % (per["pulled"], per["blobs"], per["k8s_images"]))
         print("  after storage_gc discard       : %7.2f MiB  (%.0f %% of before; %d layer blobs, freed %.2f MiB measured, %.2f s)"
               % (per["discarded"], 100.0 * m["discarded"] / m["pulled"], m["layer_blobs"], m["freed"] / MIB, m["discard_seconds"]))
-        print("  pulled with discard_unpacked_layers set: %7.2f MiB (%.0f %% of before)" % (per["pulled_with_setting"],
-                                                                                         100.0 * m["pulled_with_setting"] / m["pulled"]))
+        print("  pulled with discard_unpacked_layers set: %7.2f MiB (%.0f %% of before)"
+              % (per["pulled_with_setting"], 100.0 * m["pulled_with_setting"] / m["pulled"]))
         print("  compressed / unpacked          : %.2f" % (m["blobs"] / max(1, m["k8s_images"])))
     if not names:
         print("no containerd runtime available")

@@ -96,10 +96,10 @@ categories:
       shared with another namespace counts here. An image object's C(id) is its target (manifest or index) digest and its
       C(name) its first name that is not a digest; a blob or layer shared by several images counts for the first by name.
     - V(unpacked_layer_blobs) are the compressed layer blobs of the C(k8s.io) images whose layers are all unpacked in the
-      snapshotters the CRI uses: the second copy of those layers, which M(kubenode.gc.storage_gc) with
+      snapshotters the CRI uses, the second copy of those layers, which M(kubenode.gc.storage_gc) with
       O(kubenode.gc.storage_gc#module:discard_unpacked_layers) frees (the module's description says which images count).
       Only blobs that would then go count (not one another image, namespace, lease or label still needs). Each object is a
-      blob: C(id) its digest, C(bytes), and C(images), the names of the images whose manifests name it. These bytes are not
+      blob, with C(id) its digest, C(bytes), and C(images), the names of the images whose manifests name it. These bytes are not
       in V(k8s_images). V(0) on cri-o, which keeps no compressed copy of a layer.
     - V(writable_layers) are the containers' writable layers in every namespace; for the CRI's containers as CRI
       C(ListContainerStats) reports them, for the others (C(ctr), C(nerdctl), pod sandboxes) their snapshot's usage. The

@@ -132,7 +132,7 @@ options:
     description:
       - Also remove, from the manifests of the unpacked images of C(k8s.io), the references to their compressed layer blobs,
         as containerd's C(discard_unpacked_layers) does at pull time, so that containerd's garbage collection frees the blobs
-        (see the description: which images count as unpacked, what stays, what no longer works for such an image).
+        (the description says which images count as unpacked, what stays, and what no longer works for such an image).
       - To have containerd pull new images so, set C(discard_unpacked_layers) in its configuration
         (M(kubenode.gc.runtime_config), the C(kubenode.gc.containerd_storage) role's C(containerd_storage_discard_unpacked_layers)).
       - Unset, the blobs stay and check mode does not list them (M(kubenode.gc.disk_usage) counts them in V(unpacked_layer_blobs)).
@@ -201,7 +201,7 @@ removed:
   description:
     - The objects of RV(plan) this run removed, or that containerd's collection removed after it, in order (same keys); empty in
       check mode. On a failure, those removed before it; an object already gone is in RV(already_gone), not here. A
-      V(layer_blob) is here once containerd's collection removed it (its references removed before a failure are not: the
+      V(layer_blob) is here once containerd's collection removed it (its references removed before a failure are not, and the
       next collection frees those blobs).
   returned: always
   type: list

@@ -59,8 +59,8 @@ def node(**namespaces):
 
 
 def test_the_cris_snapshotters_come_from_its_status_or_its_image_filesystem():
-    v1 = {"config": json.dumps({"containerd": {"snapshotter": "overlayfs", "runtimes": {"runc": {"snapshotter": ""},
-                                                                                         "kata": {"snapshotter": "devmapper"}}}})}
+    handlers = {"runc": {"snapshotter": ""}, "kata": {"snapshotter": "devmapper"}}
+    v1 = {"config": json.dumps({"containerd": {"snapshotter": "overlayfs", "runtimes": handlers}})}
     assert L.cri_snapshotters(v1, ["/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"]) == (["devmapper", "overlayfs"], "status")
     # containerd 2.x: no snapshotter in its CRI Status; its image filesystems are its snapshotters' roots, every one counts
     v2 = {"config": json.dumps({"containerd": {"runtimes": {"runc": {"snapshotter": ""}}}})}

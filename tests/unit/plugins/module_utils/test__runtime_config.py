@@ -69,9 +69,9 @@ def containerd(text, settings=None, path=P, imports=()):
     "text, expected",
     [
         (V1, dict(config_version=1, root="/srv/containerd", state="/run/containerd", snapshotter="native", sandbox_image="k8s.gcr.io/pause:3.2",
-              discard_unpacked_layers=False)),
+                  discard_unpacked_layers=False)),
         (V2, dict(config_version=2, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.6",
-              discard_unpacked_layers=False)),
+                  discard_unpacked_layers=False)),
         (
             V3 + "[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = 'registry.k8s.io/pause:3.10'\n",
             dict(config_version=3, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.10",
@@ -853,6 +853,7 @@ def test_containerd_1_reports_discard_unpacked_layers_in_its_status():
     assert rc.status_reported("containerd", info) == {"discard_unpacked_layers": True}
     current = dict(root="/var/lib/containerd", discard_unpacked_layers=False)
     found = rc.status_findings("containerd", current, ["discard_unpacked_layers"], info, "unix:///c.sock")
-    assert [f["message"] for f in found] == ["The runtime at unix:///c.sock reports discard_unpacked_layers true in its CRI status, but its files "
-                                              "give false (a restart applies the new value)."]
+    assert [f["message"] for f in found] == [
+        "The runtime at unix:///c.sock reports discard_unpacked_layers true in its CRI status, but its files give false (a restart applies the "
+        "new value)."]
     assert rc.status_findings("containerd", dict(current, discard_unpacked_layers=True), [], info, "unix:///c.sock") == []
