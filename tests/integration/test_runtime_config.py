@@ -164,7 +164,8 @@ def test_containerd_v2_edit_keeps_comments_owner_and_mode(ansible, tmp_path, int
     assert (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (0o600, 1234, 2345)
     assert list(res["backup_files"]) == [path] and open(res["backup_files"][path]).read() == V2
     assert res["current"] == dict(
-        config_version=2, root="/data/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.9"
+        config_version=2, root="/data/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.9",
+        discard_unpacked_layers=False,
     )
     assert res["findings"] == []
 
@@ -232,7 +233,8 @@ def test_read_only_reports_values_and_version_1(ansible, tmp_path, interpreter):
     res = ok(run(ansible, {"runtime": "containerd", "path": path}, interpreter))
     assert res["changed"] is False and res["runtime"] == "containerd" and res["files"] == []
     assert res["current"] == dict(
-        config_version=1, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="k8s.gcr.io/pause:3.2"
+        config_version=1, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="k8s.gcr.io/pause:3.2",
+        discard_unpacked_layers=False,
     )
     assert [(f["severity"], f["code"]) for f in res["findings"]] == [("warning", "config_version_1")]
     assert state(path) == before
@@ -445,7 +447,8 @@ BAD = {
         "containerd",
         V2,
         {"graphroot": "/data"},
-        r"^Unknown settings key graphroot for runtime containerd; the supported keys are root, state, snapshotter, sandbox_image, pinned_images\.$",
+        r"^Unknown settings key graphroot for runtime containerd; the supported keys are root, state, snapshotter, sandbox_image, "
+        r"discard_unpacked_layers, pinned_images\.$",
     ),
     "pins_on_version_2": (
         "containerd",

@@ -459,18 +459,19 @@ def _for_containerd_2(data, version, wanted):
 
 def dropped_by_containerd_2(path, data, version):
     """A dropped_by_containerd_2 finding (severity info; the run makes it a warning when containerd 2.x runs) per setting of
-    MIGRATED_WITH_RUNTIMES that a version 2 file sets in its CRI table, without a runtimes table there, and not to the same
-    value in [plugins."io.containerd.cri.v1.images"]: containerd 2.x drops it when it migrates the file."""
+    MIGRATED_WITH_RUNTIMES that a version 2 file sets in its CRI table, without a runtimes table there, to another value
+    than containerd 2.x then uses ([plugins."io.containerd.cri.v1.images"]'s, else its default): 2.x drops it when it
+    migrates the file."""
     if version != 2 or _migrated(data):
         return []
     out = []
     for key in MIGRATED_WITH_RUNTIMES:
         table, name = CONTAINERD_LAYOUT[2][key]
         value = lookup(data, table, name)
-        if _blank(value) is None or same(key, lookup(data, _IMAGES_V3, name), value):
-            continue
         images = lookup(data, _IMAGES_V3, name)
         uses = CONTAINERD_DEFAULTS[key] if _blank(images) is None else images
+        if _blank(value) is None or same(key, uses, value):
+            continue  # not set there, or 2.x uses the same value anyway (its default, or what the images table says)
         out.append(finding("info", DROPPED_CODE, "%s sets %s = %s in %s, which has no runtimes table, so containerd 2.x drops it when it migrates "
                            "this version 2 file and uses %s; set it in %s too, or migrate the file to version 3 (containerd config migrate)."
                            % (path, name, _shown(value), _toml_table(table), _shown(uses), _toml_table(_IMAGES_V3))))

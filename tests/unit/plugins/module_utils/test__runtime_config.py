@@ -837,6 +837,9 @@ def test_a_version_2_key_containerd_2_drops_is_a_finding():
     fixed = text + '[plugins."io.containerd.cri.v1.images"]\n  snapshotter = "native"\n  discard_unpacked_layers = true\n'
     assert containerd(fixed)["findings"] == []
     assert containerd(V2_RUNTIMES.replace('    default_runtime_name = "runc"\n', '    snapshotter = "native"\n'))["findings"] == []
+    # the value 2.x uses anyway (its default) is nothing to say either
+    same = V2_NO_RUNTIMES.replace('    default_runtime_name = "runc"\n', '    snapshotter = "overlayfs"\n    discard_unpacked_layers = false\n')
+    assert containerd(same)["findings"] == []
 
 
 @pytest.mark.parametrize("value", ["true", 1, None])
