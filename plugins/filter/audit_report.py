@@ -285,6 +285,8 @@ def audit_report(nodes, generated_at=None, policy=None, top_images=50, eviction_
         findings=counts,
         reclaimable_bytes_policy=sum(n["images"]["reclaimable_policy"]["bytes"] or 0 for n in out),
         reclaimable_bytes_prune=sum(n["images"]["reclaimable_prune"]["bytes"] or 0 for n in out),
+        # what storage_gc discard_unpacked_layers gives back, fleet-wide (disk_usage's unpacked_layer_blobs)
+        unpacked_layer_blob_bytes=sum((n["storage"] or {}).get("categories", {}).get("unpacked_layer_blobs") or 0 for n in out),
     )
     report = dict(schema_version=SCHEMA_VERSION, generated_at=None if generated_at is None else str(generated_at),
                   policy=dict(policy or {}), summary=summary, nodes=out, storage_top=storage_top)

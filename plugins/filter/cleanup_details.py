@@ -14,11 +14,12 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubenode.gc.plugins.module_utils.storage._storage_policy import RELEASE_KIND, ROOT_KINDS
+from ansible_collections.kubenode.gc.plugins.module_utils.storage._storage_policy import LAYER_KIND, RELEASE_KIND, ROOT_KINDS
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 
 LARGEST = 5
-STORAGE_ACTIONS = ROOT_KINDS + (RELEASE_KIND,)  # what storage_gc removes itself; the rest is containerd's collection
+# what storage_gc removes itself (a layer blob: the references to it); the rest is containerd's collection
+STORAGE_ACTIONS = ROOT_KINDS + (RELEASE_KIND, LAYER_KIND)
 CHECK_MODE_NOTE = ("Check mode: the images listed are the kubelet's size-based plan (the candidates, oldest use first, until their "
                    "summed sizes reach the low threshold); the real run removes only images of this plan, in this order, and may stop "
                    "earlier when the measured usage shows the low threshold reached.")
@@ -56,9 +57,16 @@ def _storage_lines(record, host):
     if not items:
         return ["%s: storage_gc %s nothing." % (host, "would remove" if check else "removed")]
     largest = sorted(items, key=lambda i: (i.get("kind") not in STORAGE_ACTIONS, -int(i.get("bytes") or 0), str(i.get("id"))))[:LARGEST]
-    names = ", ".join("%s %s/%s (%s)" % (i.get("kind"), i.get("namespace"), i.get("id"), human_bytes(int(i.get("bytes") or 0))) for i in largest)
+    names = ", ".join("%s %s/%s (%s%s)" % (i.get("kind"), i.get("namespace"), i.get("id"), human_bytes(int(i.get("bytes") or 0)), _of(i))
+                      for i in largest)
     more = " and %d more" % (len(items) - len(largest)) if len(items) > len(largest) else ""
     return ["%s: storage_gc %s %d object(s): %s%s." % (host, "would remove" if check else "removed", len(items), names, more)]
+
+
+def _of(item):
+    """A layer blob's images, as the line names them."""
+    images = item.get("images") if item.get("kind") == LAYER_KIND else None
+    return ", of %s" % ", ".join(str(i) for i in images) if isinstance(images, list) and images else ""
 
 
 def node_lines(record, host):

@@ -17,9 +17,9 @@ description:
     every snapshotter containerd runs, as its introspection API lists them, leases, containers, sandboxes), following the
     references containerd's garbage collector of the running release line follows (the model M(kubenode.gc.storage_gc)
     describes: back references from 2.2, conditional references from 2.3; a version of another line gets the newest line's
-    rules and a warning), so every byte counts
-    once, in the first category that claims it, in this order: V(k8s_images), V(other_namespace_images), V(writable_layers),
-    V(leased), V(unreferenced_snapshots); V(stale_ingests) and V(container_logs) are separate files."
+    rules and a warning), so every byte counts once, in the first category that claims it, in this order:
+    V(unpacked_layer_blobs), V(k8s_images), V(other_namespace_images), V(writable_layers), V(leased),
+    V(unreferenced_snapshots); V(stale_ingests) and V(container_logs) are separate files."
   - Sizes come from the runtime's APIs (content sizes, C(snapshots.Usage) of snapshots, CRI C(ListContainerStats) for the
     writable layers of the CRI's containers), never from walking the content store. Only the containers' log directories
     and the pod volume directories are walked, at most O(walk_limit) entries in all.
@@ -96,7 +96,12 @@ categories:
     - V(k8s_images) are the images of containerd's C(k8s.io) namespace (the CRI's), their blobs and unpacked snapshots; a blob
       shared with another namespace counts here. An image object's C(id) is its target (manifest or index) digest and its
       C(name) its first name that is not a digest; a blob or layer shared by several images counts for the first by name.
-    - V(other_namespace_images) are images and their blobs and snapshots in other namespaces (moby, buildkit, default, ...).
+    - V(unpacked_layer_blobs) are the compressed layer blobs of the C(k8s.io) images whose layers are all unpacked in the
+      snapshotters the CRI uses, the second copy of those layers, which M(kubenode.gc.storage_gc) with
+      O(kubenode.gc.storage_gc#module:discard_unpacked_layers) frees (the module's description says which images count).
+      Only blobs that would then go count (not one another image, namespace, lease or label still needs). Each object is a
+      blob, with C(id) its digest, C(bytes), and C(images), the names of the images whose manifests name it. These bytes are not
+      in V(k8s_images). V(0) on cri-o, which keeps no compressed copy of a layer.
     - V(writable_layers) are the containers' writable layers in every namespace; for the CRI's containers as CRI
       C(ListContainerStats) reports them, for the others (C(ctr), C(nerdctl), pod sandboxes) their snapshot's usage. The
       CRI's are empty, with a warning, when the runtime reports them on a separate container filesystem (cri-o with C(imagestore)).

@@ -159,12 +159,23 @@ options:
     type: path
   settings:
     description:
-      - The settings to enforce, as strings (C(pinned_images) a list). When not given, the module only reads and reports.
+      - The settings to enforce, as strings (C(pinned_images) a list, C(discard_unpacked_layers) a boolean). When not given,
+        the module only reads and reports.
       - Keys left out or null are not touched. Other keys fail the task, naming the keys the runtime supports.
       - "containerd: C(root) and C(state) (absolute paths; C(root) holds images and snapshots), C(snapshotter) (the CRI
         plugin's snapshotter, such as V(overlayfs), V(zfs) or V(native)) and C(sandbox_image) (the pod sandbox image:
         C(sandbox_image) of the CRI plugin in version 2, C(pinned_images.sandbox) of C(io.containerd.cri.v1.images) in
         version 3)."
+      - "containerd: C(discard_unpacked_layers) (V(true) or V(false)): whether containerd's CRI pulls images so that its
+        garbage collection frees their compressed layer blobs once they are unpacked (new pulls only; containerd's default
+        V(false); M(kubenode.gc.storage_gc) with O(kubenode.gc.storage_gc#module:discard_unpacked_layers) frees those of
+        images already pulled). Version 2: C([plugins.\"io.containerd.grpc.v1.cri\".containerd] discard_unpacked_layers);
+        version 3 and 4: C([plugins.'io.containerd.cri.v1.images'] discard_unpacked_layers). containerd 2.x reads a
+        version 2 file by migrating it, and its migration takes this key (and C(snapshotter)) from the CRI plugin's
+        C(containerd) table only when that table has a C(runtimes) table (2.1, 2.2 and 2.3 alike: C(containerd config dump)
+        shows V(false) otherwise); so in a version 2 file without one, the module also writes
+        C([plugins.\"io.containerd.cri.v1.images\"] discard_unpacked_layers), which containerd 2.x reads there and 1.x
+        ignores. A C(dropped_by_containerd_2) finding names any such key a version 2 file sets only where 2.x drops it."
       - "containerd 2.x (version 3 or 4 only): C(pinned_images), a list of image references that containerd pins (reports
         C(pinned) over the CRI, so the kubelet never removes them). Each is written, fully qualified, as
         C(\"kubenode-gc/<image>\" = \"<image>\") in C(pinned_images) of C(io.containerd.cri.v1.images), whose every
@@ -336,6 +347,7 @@ current:
   description:
     - The effective value of every setting of the runtime after the run (in check mode, as it would be), with the
       runtime's default where no file sets it (V(null) where the default depends on the runtime's version).
+    - containerd's C(discard_unpacked_layers) is a boolean (containerd's default V(false)).
     - containerd also has C(config_version), V(1), V(2), V(3), V(4) or V(null) for a missing or empty file (that of the
       main file), and in versions 3 and 4 C(pinned_images), the sorted images of the C(kubenode-gc/) entries of
       C(pinned_images). For k3s and RKE2, C(root) and C(state) are those of their containerd command line.
@@ -344,7 +356,7 @@ current:
   returned: always
   type: dict
   sample: {"config_version": 2, "root": "/var/lib/containerd", "state": "/run/containerd", "snapshotter": "overlayfs",
-           "sandbox_image": "registry.k8s.io/pause:3.10"}
+           "sandbox_image": "registry.k8s.io/pause:3.10", "discard_unpacked_layers": false}
 changes:
   description:
     - The settings whose effective value this run changes (in check mode, would change), with the value before and
@@ -369,10 +381,13 @@ findings:
       C(config_version_1), C(crio_root_mismatch), C(crio_runroot_mismatch), C(crio_imagestore_mismatch),
       C(crio_storage_driver_mismatch), C(dropin_overrides), C(import_overrides) (a containerd import overrides a value of
       the main file), C(generated_file) (a file read is generated, see the description), C(config_version_4),
+      C(dropped_by_containerd_2) (a version 2 file sets C(snapshotter) or C(discard_unpacked_layers) where containerd 2.x
+      drops it, see O(settings); V(info), V(warning) when the running containerd is 2.x),
       C(root_from_command_line) and C(state_from_command_line) (containerd's C(--root)/C(--state) - of the running runtime, its
       unit, MicroK8s, k3s, RKE2 or k0s), C(graphroot_from_command_line), C(runroot_from_command_line),
       C(imagestore_from_command_line), C(driver_from_command_line) and C(pause_image_from_command_line) (cri-o's flags),
-      C(daemon_differs_from_files) (the running runtime names another value - containerd's CRI status its root or state,
+      C(daemon_differs_from_files) (the running runtime names another value - containerd's CRI status its root or state, and
+      on 1.x its C(discard_unpacked_layers),
       cri-o's configuration its graphroot, runroot, driver or imagestore), C(daemon_reads_other_file)
       (O(path), O(storage_path) or O(dropin_dir) is not what the runtime reads), C(template_placeholder) (a C(${VAR}) value
       of a template), C(runtime_unreachable) and C(runtime_other) (the socket belongs to another runtime, so the runtime

@@ -8,8 +8,8 @@
 """The audit report's storage view: each node's disk_usage breakdown, its findings, and the fleet's top consumers.
 
 Pure: no I/O, no clock, no Ansible. ``add(nodes, raw_nodes)`` sets ``nodes[].storage``, returns ``storage_top`` and adds
-the findings (stale ingests, expired leases, images in other namespaces, unreferenced snapshots, a large unaccounted
-share) to each node's findings.
+the findings (stale ingests, expired leases, images in other namespaces, unreferenced snapshots, the compressed layer blobs
+of unpacked images, a large unaccounted share) to each node's findings.
 """
 
 from __future__ import annotations
@@ -85,12 +85,18 @@ def findings(result, storage):
         out.append(("unreferenced_snapshots", "%s in snapshots and blobs no image, container or lease references; containerd's GC "
                                               "frees those no gc.root label keeps, kubenode.gc.storage_gc with release_gc_roots the others."
                     % human_bytes(size["unreferenced_snapshots"])))
+    if size.get("unpacked_layer_blobs"):
+        out.append(("unpacked_layer_blobs", "%s in the compressed layer blobs of images containerd has unpacked, a second copy of their "
+                                            "layers that the node gets back with kubenode.gc.storage_gc discard_unpacked_layers "
+                                            "(containerd's own discard_unpacked_layers, containerd_storage_discard_unpacked_layers, "
+                                            "keeps new pulls from storing them)." % human_bytes(size["unpacked_layer_blobs"]), "info"))
     used, unaccounted = storage["used_bytes"], size.get("unaccounted")
     if used and unaccounted is not None and unaccounted * 100 > used * UNACCOUNTED_SHARE_PERCENT:
         out.append(("large_unaccounted", "%s (%d%%) of the image filesystem's used bytes belong to no runtime object it can see: "
                                          "files outside the runtime's APIs (for example snapshot directories containerd lost track of)."
                     % (human_bytes(unaccounted), unaccounted * 100 // used)))
-    return [dict(source="disk_usage", severity="warning", code=code, message=message) for code, message in out]
+    # a second copy of pulled images is how containerd works unless told otherwise: information, not a warning
+    return [dict(source="disk_usage", severity=rest[0] if rest else "warning", code=code, message=message) for code, message, *rest in out]
 
 
 def top_consumers(nodes, limit=TOP_CONSUMERS):
@@ -178,7 +184,8 @@ def html_top(report):
                     % (name, name, len(known), _e(human_bytes(sum(known))), links, more))
     return ('<section class="panel" id="storage"><h2>Disk use by category</h2><p class="muted">Where the image filesystem\'s bytes go on '
             '%d node(s) (kubenode.gc.disk_usage): the nodes with bytes in each category, their total, and the largest consumers. '
-            'kubenode.gc.storage_gc frees stale ingests, old leases, unreferenced snapshots and the images of the namespaces it is given.</p>'
+            'kubenode.gc.storage_gc frees stale ingests, old leases, unreferenced snapshots, the images of the namespaces it is given and, '
+            'with discard_unpacked_layers, the compressed layer blobs of unpacked images.</p>'
             '<table><thead><tr><th>Category</th><th class="num">Nodes</th><th class="num">Bytes</th><th>Largest consumers</th></tr></thead>'
             '<tbody>%s</tbody></table></section>' % (len(nodes), "".join(rows)))
 

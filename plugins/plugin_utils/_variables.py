@@ -124,6 +124,11 @@ DECLARATION = (
              "longer than this are removed (storage_gc's default V(1h) when unset)."),
     Variable("kubenode_gc_cleanup_storage_lease_max_age", "duration", _CLEANUP, "Leases older than this are deleted (unset: only "
              "expired leases)."),
+    Variable("kubenode_gc_cleanup_storage_discard_unpacked_layers", "bool", _CLEANUP, "With C(kubenode_gc_cleanup_storage), also free "
+             "the compressed layer blobs of the images containerd has unpacked (kubenode.gc.storage_gc's C(discard_unpacked_layers)): "
+             "the second copy of every pulled image, which the audit reports as C(unpacked_layer_blobs). Such an image can no longer "
+             "be exported or pushed from the node; pulling it again works. The history record names the images. Like every step of the "
+             "cleanup it runs on the nodes the cleanup cleans: C(kubenode_gc_cleanup_only_over_threshold=false) for every node.", default=False),
     Variable("kubenode_gc_cleanup_history_dir", "str", _CLEANUP, "Where each node keeps its cleanup history records.",
              default="/var/lib/kubenode-gc/history"),
     Variable("kubenode_gc_report_dir", "str", _AUDIT, "Where report.json, report.md and report.html go, on the controller.",
@@ -173,6 +178,7 @@ DECLARATION = (
     Variable("containerd_storage_snapshotter", "str", _CONTAINERD),
     Variable("containerd_storage_sandbox_image", "str", _CONTAINERD),
     Variable("containerd_storage_pinned_images", "list", _CONTAINERD, elements="str"),
+    Variable("containerd_storage_discard_unpacked_layers", "bool", _CONTAINERD),
     Variable("containerd_storage_template_version", "int", _CONTAINERD, default=2, choices=[2, 3]),
     Variable("containerd_storage_template_cri_options", "dict", _CONTAINERD, default={}),
     Variable("containerd_storage_systemd_cgroup", "bool", _CONTAINERD, default=True),

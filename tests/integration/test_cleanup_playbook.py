@@ -177,6 +177,30 @@ def test_cleanup_storage_removes_other_namespace_images_and_records_them(ansible
     assert "image moby/docker.io/library/moby-cleanup:1" in proc.stdout
 
 
+def test_cleanup_storage_discards_the_layer_blobs_of_unpacked_images_and_names_them(ansible, runtime, tmp_path):
+    """Issue 42: kubenode_gc_cleanup_storage_discard_unpacked_layers frees the compressed layer blobs of the images in use
+    (prune keeps those); the history record names each blob's images, the summary too, and the image still starts containers."""
+    if runtime.kind == "cri-o":
+        return  # storage_gc refuses cri-o (test_layer_blobs.py)
+    name = "registry.k8s.io/cleanup-layers:1"
+    runtime.pull_images([ImageSpec(name, size=MIB, share_base=False)])
+    runtime.add_container(runtime.run_pod("layers-keeper"), "k", name, "running")
+    ids = {i.id for i in runtime.client.list_images() if name in i.repo_tags}
+    proc = cleanup(ansible, runtime, tmp_path, runtime.endpoint,
+                   extra_args=["-e", "kubenode_gc_cleanup_storage=true", "-e", "kubenode_gc_cleanup_storage_discard_unpacked_layers=true"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (record,) = history(tmp_path)
+    blobs = [i for i in record["storage"]["removed"] if i["kind"] == "layer_blob" and name in i["images"]]
+    assert len(blobs) == 2 and all(i["namespace"] == "k8s.io" and i["bytes"] > 0 for i in blobs)
+    assert record["storage"]["freed_bytes"] >= MIB
+    for blob in blobs:
+        assert so.ctr(runtime, "k8s.io", "content", "get", blob["id"]).returncode != 0
+    assert "layer_blob k8s.io/" in proc.stdout and "of %s" % name in proc.stdout
+    assert {i.id for i in runtime.client.list_images() if name in i.repo_tags} == ids
+    cid = runtime.add_container(runtime.run_pod("layers-again"), "again", name)
+    assert runtime.client.container_status(cid).status.state == 1
+
+
 def test_serial_and_hosts_from_the_inventory_are_refused_and_take_effect_with_e(ansible, runtime, tmp_path):
     """Issue 32: kubenode_gc_cleanup_serial and kubenode_gc_hosts are play keywords, which read only extra variables. Set in
     the inventory (all's vars, as group_vars/all) they are refused in one sentence before any node is touched; with -e they

@@ -23,6 +23,13 @@ def by_id(category, key="id"):
     return {o[key]: o for o in category["objects"]}
 
 
+def image_bytes(cats, name):
+    """An image's bytes as the categories count them: its k8s_images object plus the compressed layer blobs of it that
+    unpacked_layer_blobs holds (those of its blobs it shares go to the first of their images by name, as in k8s_images)."""
+    blobs = sum(o["bytes"] for o in cats["unpacked_layer_blobs"]["objects"] if o["images"][0] == name)
+    return by_id(cats["k8s_images"], "name")[name]["bytes"] + blobs
+
+
 def test_disk_usage_attributes_every_kind(ansible, runtime, runtime_name):
     logs = os.path.join(runtime.imagefs_mountpoint if runtime.kind == "cri-o" else runtime.root, "test-pod-logs")
     kubelet_root = os.path.join(runtime.workdir, "kubelet")
@@ -39,9 +46,12 @@ def test_disk_usage_attributes_every_kind(ansible, runtime, runtime_name):
     assert not res.get("failed"), res.get("msg")
     assert res["changed"] is False and res["not_visible"] == [] and res["walks_stopped_early"] == []
     cats = res["categories"]
-    assert set(cats) == {"k8s_images", "other_namespace_images", "writable_layers", "container_logs", "stale_ingests", "leased",
-                         "unreferenced_snapshots", "unaccounted"}
-    near(by_id(cats["k8s_images"], "name")["registry.k8s.io/storage-k8s:1"]["bytes"], created["k8s_image"], "k8s image")
+    assert set(cats) == {"k8s_images", "unpacked_layer_blobs", "other_namespace_images", "writable_layers", "container_logs",
+                         "stale_ingests", "leased", "unreferenced_snapshots", "unaccounted"}
+    # the pulled image's compressed layer blobs are in unpacked_layer_blobs (it is unpacked), the rest in k8s_images
+    assert len(cats["unpacked_layer_blobs"]["objects"]) < 10  # all listed: the sums below see every blob
+    assert "registry.k8s.io/storage-k8s:1" in {n for o in cats["unpacked_layer_blobs"]["objects"] for n in o["images"]}
+    near(image_bytes(cats, "registry.k8s.io/storage-k8s:1"), created["k8s_image"], "k8s image")
     others = by_id(cats["other_namespace_images"], "name")
     near(others["docker.io/library/moby-only:1"]["bytes"], created["moby_image"], "moby image")
     assert others["docker.io/library/moby-only:1"]["namespace"] == "moby"
@@ -62,7 +72,7 @@ def test_disk_usage_attributes_every_kind(ansible, runtime, runtime_name):
     assert snaps[made["snapshot"]]["namespace"] == "default" and snaps[made["snapshot"]]["gc_root"] is True
     # the rest: what was on the filesystem before the scenario (the sandbox image, containerd's files) and the
     # bolt database's growth, minus the sandbox image the module attributes to k8s_images
-    pause = by_id(cats["k8s_images"], "name")[runtime.sandbox_image]["bytes"]
+    pause = image_bytes(cats, runtime.sandbox_image)
     rest = res["used_bytes"] - sum(created.values()) - pause
     near(cats["unaccounted"]["bytes"], rest, "unaccounted")
     assert sum(c["bytes"] for c in cats.values()) == res["used_bytes"]
@@ -168,12 +178,12 @@ def test_disk_usage_sees_every_byte(ansible, runtime):
     near(cats["stale_ingests"]["bytes"], created["ingest"], "stale_ingests")
     pod = by_id(cats["container_logs"])["every-ns_logger_%s" % config["metadata"]["uid"]]
     near(pod["bytes"], created["log"], "logs outside pod_logs_dir")
-    near(by_id(cats["k8s_images"], "name")["registry.k8s.io/zz-every-byte:1"]["bytes"], created["k8s_image"], "k8s image")
+    near(image_bytes(cats, "registry.k8s.io/zz-every-byte:1"), created["k8s_image"], "k8s image")
     for name in ("native", "writable", "ingest", "log"):
         assert created[name] > 0, name
     near(cats["unreferenced_snapshots"]["bytes"], created["native"], "unreferenced_snapshots")
     near(cats["container_logs"]["bytes"], created["log"], "container_logs")
-    pause = by_id(cats["k8s_images"], "name")[runtime.sandbox_image]["bytes"]
+    pause = image_bytes(cats, runtime.sandbox_image)
     rest = res["used_bytes"] - sum(created.values()) - pause
     near(cats["unaccounted"]["bytes"], rest, "unaccounted")
     # one storage_gc run aborts the ingest in both namespaces

@@ -29,7 +29,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _inv
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import ContainerdClient
 from ansible_collections.kubenode.gc.plugins.module_utils.cri import _snapshot
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri_backend import cri_options
-from ansible_collections.kubenode.gc.plugins.module_utils.storage import _crio_storage, _storage_policy
+from ansible_collections.kubenode.gc.plugins.module_utils.storage import _crio_storage, _layer_blobs, _storage_policy
 
 # what disk_usage cannot see on cri-o (containers/storage has no namespaces, ingests or leases)
 CRIO_NOT_VISIBLE = ("other_namespace_images", "stale_ingests", "leased")
@@ -258,7 +258,12 @@ def run(client, opts, check_mode=False):
         line, note = _containerd_collector.release_line(version.runtime_version)
         if note:
             result["warnings"].append(note)
-        categories = _storage_policy.attribute(inventory, used, writable, _on(logs, image_dev), now, line)
+        # the snapshotters the CRI unpacks images into: an image unpacked in each needs its compressed layer blobs no more
+        snapshotters, _source = _layer_blobs.cri_snapshotters(dict(client.status(verbose=True).info),
+                                                              [fs["mountpoint"] for fs in filesystems if fs["kind"] == "image"])
+        if not snapshotters:
+            result["warnings"].append(_layer_blobs.NO_SNAPSHOTTER % (client.endpoint, "unpacked_layer_blobs is 0"))
+        categories = _storage_policy.attribute(inventory, used, writable, _on(logs, image_dev), now, line, snapshotters=snapshotters)
         not_visible = []
     else:
         writable = [] if split else writable_layers(stats)
@@ -302,6 +307,8 @@ def _crio_categories(client, used, writable, logs):
     for name in _storage_policy.CATEGORIES:
         if name in CRIO_NOT_VISIBLE or name == "unreferenced_snapshots":
             result[name] = None
+        elif name == "unpacked_layer_blobs":
+            result[name] = _crio_storage.no_compressed_layers()
         elif name != "unaccounted":
             result[name] = _storage_policy.summarise(cats[name])
     result["unaccounted"] = {"bytes": used - sum(c["bytes"] for c in result.values() if c), "objects": []}

@@ -7,10 +7,12 @@
 
 """storage_gc: options and run (lock, read containerd's metadata, plan, remove roots, let containerd's GC collect, measure).
 
-The plan is _storage_policy.plan (pure). The module removes roots only, through containerd's own API:
-content.Abort for ingests, leases.Delete, images.Delete, and (release_gc_roots) snapshots.Update or
+The plan is _storage_policy.plan (pure). The module removes roots and references only, through containerd's own API:
+content.Abort for ingests, leases.Delete, images.Delete, (release_gc_roots) snapshots.Update or
 content.Update without the labels that make the object a root (``containerd.io/gc.root``; from containerd 2.2
-every label key that starts with it). It never deletes a blob or a snapshot: one synchronous
+every label key that starts with it), and (discard_unpacked_layers) content.Update of k8s.io's manifests
+without the layer references of unpacked images (_layer_blobs), as containerd's CRI pulls with its own
+discard_unpacked_layers. It never deletes a blob or a snapshot: one synchronous
 garbage collection (a transient lease deleted with ``sync``) then frees what only those roots kept;
 the run lists containerd's metadata again to report what the collection really removed, and
 measures the freed bytes with statvfs.
@@ -32,11 +34,12 @@ from ansible_collections.kubenode.gc.plugins.module_utils.cri import _ledger
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri_backend import cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import check_keep_patterns, keep_matcher
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._snapshot import image_filesystem, read_imagefs
-from ansible_collections.kubenode.gc.plugins.module_utils.storage import _storage_policy
+from ansible_collections.kubenode.gc.plugins.module_utils.storage import _layer_blobs, _storage_policy
 
 CRIO_WARNING = ("storage_gc does not act on %s: containers/storage has no API to free its storage safely while the runtime "
                 "runs; drain the node, stop the kubelet and cri-o, run 'crio wipe' and start them again.")
 SYNC_LEASE_PREFIX = "kubenode-gc-storage-gc-"
+LABEL_CONCURRENCY = 64  # content.Update calls in flight
 
 
 def options(params):
@@ -69,6 +72,7 @@ def options(params):
         raise OptionError("lock_timeout must be a finite number of seconds, 0 or more, got %s." % params["lock_timeout"])
     opts["lock_timeout"] = params["lock_timeout"]
     opts["release_gc_roots"] = bool(params["release_gc_roots"])
+    opts["discard_unpacked_layers"] = bool(params["discard_unpacked_layers"])
     return opts
 
 
@@ -99,11 +103,14 @@ def run(client, opts, check_mode=False):
 
 
 def _key(step):
-    return (step["kind"], step["namespace"], step.get("snapshotter"), step["id"])
+    """The step's object as _storage_policy.present() names it (a layer blob is a blob)."""
+    kind = "content" if step["kind"] == _storage_policy.LAYER_KIND else step["kind"]
+    return (kind, step["namespace"], step.get("snapshotter"), step["id"])
 
 
 def _run_locked(client, opts, check_mode, result, line):
-    imagefs = image_filesystem(read_imagefs(client))
+    filesystems = read_imagefs(client)
+    imagefs = image_filesystem(filesystems)
     if imagefs is None:
         raise KubenodeGcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint, result=result)
     api = ContainerdClient(client)
@@ -111,9 +118,15 @@ def _run_locked(client, opts, check_mode, result, line):
     _inventory.fill_usage(api, inventory, _storage_policy.needs_usage(inventory))
     # listed after containerd's metadata: a sandbox started since has a lease the plan cannot have seen
     sandboxes = [s.id for s in client.list_pod_sandbox()]
+    snapshotters = None
+    if opts["discard_unpacked_layers"]:
+        snapshotters, _source = _layer_blobs.cri_snapshotters(dict(client.status(verbose=True).info),
+                                                              [fs["mountpoint"] for fs in filesystems if fs["kind"] == "image"])
+        if not snapshotters:
+            result["warnings"].append(_layer_blobs.NO_SNAPSHOTTER % (client.endpoint, "discard_unpacked_layers removes no layer reference"))
     steps = _storage_policy.plan(inventory, opts["namespaces"], keep_matcher(opts["keep_images"]), opts["ingest_max_age"],
                                  opts["lease_max_age"], time.time_ns(), sandboxes=sandboxes, line=line,
-                                 release_gc_roots=opts["release_gc_roots"])
+                                 release_gc_roots=opts["release_gc_roots"], discard_snapshotters=snapshotters)
     result["plan"] = [_shown(s) for s in steps]
     result["warnings"] += _storage_policy.notes(inventory, steps)
     if check_mode or not steps:
@@ -136,6 +149,7 @@ def _run_locked(client, opts, check_mode, result, line):
                                   result=result) from None
         result["removed"].append(_shown(step))
         result["changed"] = True
+    _release_layers(api, [s for s in steps if s["kind"] == _storage_policy.LAYER_KIND], result, imagefs["mountpoint"], before)
     api.collect_garbage(steps[0]["namespace"], SYNC_LEASE_PREFIX)
     # what containerd's collection really removed: the planned objects no longer listed
     left = _storage_policy.present(_inventory.read(api))
@@ -151,8 +165,35 @@ def _run_locked(client, opts, check_mode, result, line):
     result["freed_bytes"] = before - _used(imagefs["mountpoint"])
 
 
+def _release_layers(api, layer_steps, result, mountpoint, before):
+    """Remove the manifests' layer references the layer_blob steps name: one content.Update per manifest, naming all of its
+    labels to remove, LABEL_CONCURRENCY in flight. A manifest gone since the read (NOT_FOUND) took its references with it."""
+    labels = {}
+    for step in layer_steps:
+        for manifest, key in step["labels"]:
+            labels.setdefault((step["namespace"], manifest), set()).add(key)
+    todo = sorted(labels)
+    for start in range(0, len(todo), LABEL_CONCURRENCY):
+        chunk = todo[start:start + LABEL_CONCURRENCY]
+        pending = [(ns, m, api.remove_content_labels_async(ns, m, sorted(labels[(ns, m)]))) for ns, m in chunk]
+        failure = None
+        for ns, manifest, future in pending:
+            try:
+                future.result()
+            except ContainerdError as exc:
+                if exc.code != "NOT_FOUND" and failure is None:
+                    failure = (ns, manifest, exc)
+                continue
+            result["changed"] = True
+        if failure is not None:
+            result["freed_bytes"] = before - _used(mountpoint)
+            ns, manifest, exc = failure
+            raise KubenodeGcError("storage_gc stopped at the layer references of manifest %s in namespace %s: %s" % (manifest, ns, exc),
+                                  result=result) from None
+
+
 def _shown(step):
-    return {k: step[k] for k in ("kind", "namespace", "id", "bytes", "snapshotter") if k in step}
+    return {k: step[k] for k in ("kind", "namespace", "id", "bytes", "snapshotter", "images") if k in step}
 
 
 def _free(api, step, inventory, line):
@@ -180,4 +221,5 @@ ARGUMENT_SPEC = dict(
     lease_max_age=dict(type="str"),
     lock_timeout=dict(type="float", default=300.0),
     release_gc_roots=dict(type="bool", default=False),
+    discard_unpacked_layers=dict(type="bool", default=False),
 )
