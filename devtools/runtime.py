@@ -397,7 +397,8 @@ class EmbeddedRuntime:
         want = {normalize_image_ref(t) for t in tags}
         deadline = time.time() + timeout
         while True:
-            have = {t for img in self.client.list_images() for t in img.repo_tags}
+            # Docker lists docker.io's images by their short names (busybox:1.36)
+            have = {normalize_image_ref(t) for img in self.client.list_images() for t in img.repo_tags}
             if want <= have:
                 return
             if time.time() > deadline:
