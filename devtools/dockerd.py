@@ -34,6 +34,7 @@ from .fetch import SHARED_RUNTIMES_ENV, cri_dockerd_binary
 from .images import ImageSpec
 from .runtime import SANDBOX_IMAGE, EmbeddedRuntime, kill, pids_with
 
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import normalize_image_ref
 from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DockerApiError, DockerClient
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -200,9 +201,12 @@ class EmbeddedCriDockerd(EmbeddedRuntime):
         return out.stdout
 
     def image_refs(self):
+        # tags and digests in full (docker.io/library/busybox:1.36), as the other runtimes' tools and the modules name
+        # them; Docker itself lists docker.io's images by their short names
         images = self.api.request("ImageList", "GET", "/images/json") or []
-        return {"ids": {i["Id"] for i in images}, "tags": {t for i in images for t in i.get("RepoTags") or [] if t != "<none>:<none>"},
-                "digests": {d for i in images for d in i.get("RepoDigests") or [] if not d.startswith("<none>@")}}
+        return {"ids": {i["Id"] for i in images},
+                "tags": {normalize_image_ref(t) for i in images for t in i.get("RepoTags") or [] if t != "<none>:<none>"},
+                "digests": {normalize_image_ref(d) for i in images for d in i.get("RepoDigests") or [] if not d.startswith("<none>@")}}
 
     def container_ids(self):
         # every container: the CRI's containers and its sandboxes (pause containers), and any other

@@ -9,7 +9,8 @@
 
 * ``kubelet_process``: the kubelet (a process named ``kubelet``, or MicroK8s's ``kubelite``, whose kubelet flags are
   in the file of its ``--kubelet-args-file``); ``runtime_process``: the process listening on a CRI socket (its inode
-  in /proc/net/unix, then the ``socket:[inode]`` links of /proc/<pid>/fd). Each is a ``Process``: pid, name, the
+  in /proc/net/unix, then the ``socket:[inode]`` links of /proc/<pid>/fd): containerd, cri-o or cri-dockerd;
+  ``dockerd_process``: the dockerd listening on a Docker Engine socket (the one cri-dockerd's ``--docker-endpoint`` names). Each is a ``Process``: pid, name, the
   command line (/proc/<pid>/cmdline, which holds the values systemd expanded from the unit's Environment= and
   EnvironmentFile=) and the environment (/proc/<pid>/environ).
 * ``go_flags``: the values of a Go daemon's flags (containerd and cri-o use urfave/cli on Go's flag package):
@@ -34,7 +35,7 @@ PROC = "/proc"
 KUBELET_NAMES = ("kubelet",)
 KUBELITE = "kubelite"  # MicroK8s runs the kubelet inside kubelite, its flags in --kubelet-args-file
 KUBELITE_ARGS_FLAG = "kubelet-args-file"
-RUNTIME_NAMES = {"containerd": "containerd", "crio": "crio"}  # process name -> runtime
+RUNTIME_NAMES = {"containerd": "containerd", "crio": "crio", "cri-dockerd": "cri-dockerd"}  # process name -> runtime
 
 Process = collections.namedtuple("Process", "pid name argv environ cwd")
 
@@ -143,7 +144,7 @@ def listener_pid(socket_path):
 
 
 def runtime_process(socket_path):
-    """(runtime, Process) of the containerd or cri-o listening on ``socket_path``; (None, None) when none does."""
+    """(runtime, Process) of the containerd, cri-o or cri-dockerd listening on ``socket_path``; (None, None) when none does."""
     pid = listener_pid(socket_path)
     proc = read_process(pid) if pid else None
     if proc is None:
@@ -152,6 +153,15 @@ def runtime_process(socket_path):
         if name in RUNTIME_NAMES:
             return RUNTIME_NAMES[name], proc
     return None, proc
+
+
+def dockerd_process(socket_path):
+    """The Process of the dockerd listening on the Docker Engine socket ``socket_path``, or None."""
+    pid = listener_pid(socket_path)
+    proc = read_process(pid) if pid else None
+    if proc is not None and "dockerd" in (proc.name, os.path.basename(proc.argv[0])):
+        return proc
+    return None
 
 
 def in_process(proc, path):
@@ -293,15 +303,23 @@ CRIO_FLAGS = (("config", "c"), ("config-dir", "d"), ("root", "r"), ("runroot",),
 CRIO_ENV = {"config": "CONTAINER_CONFIG", "config-dir": "CONTAINER_CONFIG_DIR", "root": "CONTAINER_ROOT", "runroot": "CONTAINER_RUNROOT",
             "pause-image": "CONTAINER_PAUSE_IMAGE", "storage-driver": "CONTAINER_STORAGE_DRIVER", "imagestore": "CONTAINER_IMAGESTORE"}
 STORAGE_CONF_ENV = "CONTAINERS_STORAGE_CONF"
-PATH_FLAGS = ("config", "config-dir", "root", "state", "runroot", "imagestore", "address", "storage-conf")
+# cri-dockerd (cobra/pflag): the Docker Engine it talks to; dockerd: its data root (--graph and -g before 17.05), daemon.json
+CRI_DOCKERD_FLAGS = (("docker-endpoint",),)
+DOCKERD_FLAGS = (("data-root", "graph", "g"), ("config-file",), ("exec-root",))
+PATH_FLAGS = ("config", "config-dir", "root", "state", "runroot", "imagestore", "address", "storage-conf", "data-root", "config-file", "exec-root")
 
 
 def runtime_flags(runtime, words, environ=None, proc=None):
-    """``{flag: value}`` of containerd's (config, root, state, address) or cri-o's (config, config-dir, root, runroot,
-    pause-image, storage-driver, imagestore, and storage-conf from CONTAINERS_STORAGE_CONF) command line ``words``
-    (without the program); paths relative to ``proc``'s working directory; placeholders left unexpanded are no value."""
+    """``{flag: value}`` of containerd's (config, root, state, address), cri-o's (config, config-dir, root, runroot,
+    pause-image, storage-driver, imagestore, and storage-conf from CONTAINERS_STORAGE_CONF), cri-dockerd's
+    (docker-endpoint) or dockerd's (data-root, config-file, exec-root) command line ``words`` (without the program);
+    paths relative to ``proc``'s working directory; placeholders left unexpanded are no value."""
     environ = environ or {}
-    if runtime == "crio":
+    if runtime == "cri-dockerd":
+        found = go_flags(words, CRI_DOCKERD_FLAGS)
+    elif runtime == "dockerd":
+        found = go_flags(words, DOCKERD_FLAGS)
+    elif runtime == "crio":
         found = {flag: environ[var] for flag, var in CRIO_ENV.items() if environ.get(var)}
         found.update(go_flags(words, CRIO_FLAGS))
         if environ.get(STORAGE_CONF_ENV):
