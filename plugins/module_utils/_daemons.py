@@ -143,12 +143,34 @@ def listener_pid(socket_path):
     return None
 
 
+# cri-dockerd's CRI socket when its command line names none
+CRI_DOCKERD_SOCKET = "/var/run/cri-dockerd.sock"
+
+
+def cri_dockerd_serving(socket_path):
+    """The Process of the cri-dockerd whose ``--container-runtime-endpoint`` is ``socket_path`` (resolved), or None.
+
+    cri-dockerd binds its listener to a temporary name and renames it into place, so /proc/net/unix names the temporary
+    path, never the socket: its command line is what says which socket it serves."""
+    target = os.path.realpath(socket_path)
+    for pid in _pids():
+        proc = read_process(pid)
+        if proc is None or "cri-dockerd" not in (proc.name, os.path.basename(proc.argv[0])):
+            continue
+        endpoint = go_flags(proc.argv[1:], (("container-runtime-endpoint",),)).get("container-runtime-endpoint") or "unix://" + CRI_DOCKERD_SOCKET
+        path = endpoint[len("unix://"):] if endpoint.startswith("unix://") else endpoint
+        if path.startswith("/") and os.path.realpath(in_process(proc, path)) == target:
+            return proc
+    return None
+
+
 def runtime_process(socket_path):
     """(runtime, Process) of the containerd, cri-o or cri-dockerd listening on ``socket_path``; (None, None) when none does."""
     pid = listener_pid(socket_path)
     proc = read_process(pid) if pid else None
     if proc is None:
-        return None, None
+        proc = cri_dockerd_serving(socket_path)
+        return ("cri-dockerd", proc) if proc is not None else (None, None)
     for name in (proc.name, os.path.basename(proc.argv[0])):
         if name in RUNTIME_NAMES:
             return RUNTIME_NAMES[name], proc
