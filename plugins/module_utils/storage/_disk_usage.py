@@ -269,17 +269,22 @@ def _run_docker(client, opts, result, imagefs, used):
     walker = Walker(opts["walk_limit"])
     root = info.get("DockerRootDir") or imagefs["mountpoint"]
     logs = docker_logs(walker, root, [c.get("Id") for c in df.get("Containers") or []])
-    result.update(mountpoint=imagefs["mountpoint"], used_bytes=used, categories=_docker_storage.attribute(df, used, logs), not_visible=[],
-                  nodefs=None, walks_stopped_early=list(walker.stopped))
-    if walker.stopped:
-        result["warnings"].append("The directory walks stopped after walk_limit (%d) entries in %s; their bytes are partly unaccounted."
-                                  % (opts["walk_limit"], ", ".join(walker.stopped)))
-    root_dev, image_dev = _dev(opts["kubelet_root_dir"]), _dev(imagefs["mountpoint"])
+    # the kubelet's pod log directories hold links to those files; files of their own there (left by earlier runtimes,
+    # or by hand) count where they are
+    pods = pod_logs(walker, opts["pod_logs_dir"])
+    image_dev = _dev(imagefs["mountpoint"])
+    result.update(mountpoint=imagefs["mountpoint"], used_bytes=used, categories=_docker_storage.attribute(df, used, logs, _on(pods, image_dev)),
+                  not_visible=[], nodefs=None, walks_stopped_early=list(walker.stopped))
+    root_dev = _dev(opts["kubelet_root_dir"])
     if root_dev is not None and root_dev != image_dev:
         node_used, _dev_ = used_bytes(opts["kubelet_root_dir"])
         volumes = pod_volumes(walker, opts["kubelet_root_dir"])
         result["nodefs"] = {"mountpoint": _mountpoint(opts["kubelet_root_dir"]), "used_bytes": node_used,
-                            "categories": _storage_policy.nodefs_categories(node_used, volumes, [])}
+                            "categories": _storage_policy.nodefs_categories(node_used, volumes, _on(pods, root_dev))}
+    result["walks_stopped_early"] = list(walker.stopped)
+    if walker.stopped:
+        result["warnings"].append("The directory walks stopped after walk_limit (%d) entries in %s; their bytes are partly unaccounted."
+                                  % (opts["walk_limit"], ", ".join(walker.stopped)))
     return result
 
 

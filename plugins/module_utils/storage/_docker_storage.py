@@ -75,11 +75,13 @@ def _top(items, total=None):
     return {"bytes": sum(o["bytes"] for o in items) if total is None else total, "objects": items[:OBJECTS_SHOWN]}
 
 
-def attribute(df, used_bytes, logs):
+def attribute(df, used_bytes, logs, pod_logs=()):
     """The data root filesystem's categories.
 
-    ``df``: ``GET /system/df``; ``logs``: {container id: bytes of its log files in the data root}. Returns
-    {category: {"bytes", "objects"}} in CATEGORIES order; ``unaccounted`` has no objects."""
+    ``df``: ``GET /system/df``; ``logs``: {container id: bytes of its log files in the data root}; ``pod_logs``: the
+    kubelet's pod log directories on this filesystem ({"namespace", "name", "id", "bytes"}: files there that are not
+    links into the data root). Returns {category: {"bytes", "objects"}} in CATEGORIES order; ``unaccounted`` has no
+    objects."""
     images = []
     for img in df.get("Images") or []:
         size, shared = _size(img.get("Size")), _size(img.get("SharedSize"))
@@ -112,7 +114,7 @@ def attribute(df, used_bytes, logs):
         "k8s_images": _top(images, total=_size(layers) if layers is not None else None),
         "writable_layers": _top(k8s),
         "non_k8s_containers": _top(other),
-        "container_logs": _top(logged),
+        "container_logs": _top(logged + [dict(p, kubernetes=True) for p in pod_logs if p.get("bytes")]),
         "volumes": _top(volumes),
         "build_cache": _top(cache),
     }

@@ -44,7 +44,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils.storage import _docker
 CRIO_WARNING = ("storage_gc does not act on %s: containers/storage has no API to free its storage safely while the runtime "
                 "runs; drain the node, stop the kubelet and cri-o, run 'crio wipe' and start them again.")
 DOCKER_ONLY = ("build_cache_max_age", "remove_unused_volumes")
-CONTAINERD_ONLY = ("namespaces", "keep_images", "lease_max_age", "release_gc_roots")
+CONTAINERD_ONLY = ("namespaces", "lease_max_age", "release_gc_roots")
 SYNC_LEASE_PREFIX = "kubenode-gc-storage-gc-"
 # the plan's steps the module carries out itself; the others are what containerd's collection then frees
 ACTION_KINDS = _storage_policy.ROOT_KINDS + (_storage_policy.RELEASE_KIND,)
