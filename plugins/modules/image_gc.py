@@ -77,7 +77,7 @@ description:
     is kept and reported as one that came into use during the run, never a failure; Docker removes the image's other tags
     before it refuses on the last one, which the warning says."
   - A removal is confirmed from the image list, never from the runtime's answer alone (cri-dockerd answers success for a
-    name it removes nothing of): after the removals the images are listed once more, and an image the runtime answered
+    name it removes nothing of). After the removals the images are listed once more, and an image the runtime answered
     for that is still listed is a failed removal (RV(errors)), not a removed one.
   - Every image name is reported in full (C(docker.io/library/busybox:1.36)), also where the runtime lists docker.io's
     images by their short names (Docker); Docker's C(<none>:<none>) placeholder is no name.

@@ -375,7 +375,7 @@ findings:
       C(daemon_differs_from_files) (the running runtime names another value - containerd's CRI status its root or state,
       cri-o's configuration its graphroot, runroot, driver or imagestore), C(daemon_reads_other_file)
       (O(path), O(storage_path) or O(dropin_dir) is not what the runtime reads), C(template_placeholder) (a C(${VAR}) value
-      of a template), C(data_root_not_imagefs) (Docker Engine: dockerd's configured data root is not the image filesystem
+      of a template), C(data_root_not_imagefs) (Docker Engine - dockerd's configured data root is not the image filesystem
       cri-dockerd reports), C(runtime_unreachable) and C(runtime_other) (the socket belongs to another runtime, so the runtime
       checks were skipped).
   returned: always

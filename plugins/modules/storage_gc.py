@@ -116,7 +116,7 @@ options:
     description:
       - Docker Engine only. Build cache records (BuildKit's, as C(docker system df -v) lists them) last used longer ago than
         this Go duration (C(168h), C(30m)) are removed, unless a build uses them now. A record an image shares (its layer
-        is that image's) is removed from the cache with 0 bytes freed: the bytes stay with the image.
+        is that image's) is removed from the cache with 0 bytes freed (the bytes stay with the image).
       - Unset, no build cache record is removed.
     type: str
   remove_unused_volumes:
