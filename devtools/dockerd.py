@@ -7,10 +7,13 @@ Two daemons, as on a Docker node of Kubernetes:
 
 * a private ``dockerd``: its data root (``--data-root``, or ``data-root`` in its ``daemon.json`` with
   ``data_root_in_config``) on a tmpfs of ``imagefs_size``, so the image filesystem cri-dockerd reports is real and small;
-  ``--exec-root``, ``--pidfile`` and its socket (``-H unix://...``) in the work directory; no iptables and no bridge
-  (pods use the host's network); its containers run with ``runc-oom-wrapper`` (this directory) as the default OCI
-  runtime (``--add-runtime``/``--default-runtime``), because these machines cannot lower ``oom_score_adj`` and
-  cri-dockerd gives every sandbox -998. It starts its own containerd below ``--exec-root``.
+  ``--exec-root``, ``--pidfile`` and its socket (``-H unix://...``) in the work directory; no iptables and no bridge; its
+  containers run with ``runc-oom-wrapper`` (this directory) as the default OCI runtime (``--add-runtime``/
+  ``--default-runtime``), because these machines cannot lower ``oom_score_adj`` and cri-dockerd gives every sandbox
+  -998. It starts its own containerd below ``--exec-root``. It runs in a network namespace of its own (``unshare
+  --net``, its loopback up): a dockerd with ``--bridge=none`` deletes the network interface ``docker0`` when it starts,
+  which in the host's namespace is the host dockerd's bridge. Its containers use that namespace as their "host"
+  network; it reaches the harness's registry through devtools.netrelay, which it runs there.
 * ``cri-dockerd`` (``../shared/runtimes/cri-dockerd``, or ``$KUBENODE_GC_SHARED_RUNTIMES``) on the CRI socket, with
   ``--docker-endpoint`` naming that dockerd's socket: the runtime the modules talk to (``runtime_name`` ``docker``).
 
@@ -28,10 +31,12 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 from .fetch import SHARED_RUNTIMES_ENV, cri_dockerd_binary
 from .images import ImageSpec
+from .registry import DOCKER_PROXY_ADDRESS
 from .runtime import SANDBOX_IMAGE, EmbeddedRuntime, kill, pids_with
 
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import normalize_image_ref
@@ -68,6 +73,7 @@ class EmbeddedCriDockerd(EmbeddedRuntime):
         self.dockerd_log = os.path.join(self.workdir, "dockerd.log")
         self.cri_root = os.path.join(self.workdir, "cri-dockerd")
         self.dockerd_proc = None
+        self.relay_proc = None
         self._api = None
         self._version = None
 
@@ -94,7 +100,8 @@ class EmbeddedCriDockerd(EmbeddedRuntime):
             json.dump(config, f, indent=2)
 
     def dockerd_command(self):
-        return [DOCKERD, "--config-file", self.config_path] + ([] if self.data_root_in_config else ["--data-root", self.root]) + [
+        # a network namespace of its own, its loopback up (see the module's docstring); exec keeps dockerd's pid
+        return ["unshare", "--net", "--", "/bin/sh", "-c", 'ip link set lo up && exec "$0" "$@"', DOCKERD, "--config-file", self.config_path] + ([] if self.data_root_in_config else ["--data-root", self.root]) + [
             "--exec-root", self.exec_root, "--pidfile", self.dockerd_pid_path, "-H", self.docker_endpoint,
             "--iptables=false", "--ip-masq=false", "--bridge=none", "--userland-proxy=false",
             "--add-runtime", "%s=%s" % (OCI_RUNTIME, WRAPPER), "--default-runtime", OCI_RUNTIME,
@@ -112,8 +119,8 @@ class EmbeddedCriDockerd(EmbeddedRuntime):
         ]  # fmt: skip
 
     def leftover_pids(self):
-        # dockerd's containerd and its shims name our exec root (the shims: its containerd's address)
-        return [pid for pid in pids_with(self.exec_root + "/") if pid != self.dockerd_pid()]
+        # dockerd's containerd and its shims name our exec root (the shims: its containerd's address); the relay its socket
+        return [pid for pid in pids_with(self.exec_root + "/") + pids_with(" %s " % self.workdir) if pid not in (self.dockerd_pid(), os.getpid())]
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -138,6 +145,7 @@ class EmbeddedCriDockerd(EmbeddedRuntime):
 
     def start_dockerd(self, timeout=60):
         _config, env = self.registry.docker_daemon_config()
+        self.registry.docker_proxy()  # listening before dockerd may pull
         log = open(self.dockerd_log, "ab")
         self.dockerd_proc = subprocess.Popen(self.dockerd_command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                              start_new_session=True, env=dict(os.environ, **env))
@@ -148,11 +156,25 @@ class EmbeddedCriDockerd(EmbeddedRuntime):
                 raise RuntimeError("dockerd exited with %s; see %s:\n%s" % (self.dockerd_proc.returncode, self.dockerd_log, _tail(self.dockerd_log)))
             try:
                 self.api.request("SystemPing", "GET", "/_ping", raw=True)
-                return
+                break
             except DockerApiError:
                 if time.time() > deadline:
                     raise RuntimeError("dockerd did not answer within %ss; see %s:\n%s" % (timeout, self.dockerd_log, _tail(self.dockerd_log))) from None
                 time.sleep(0.2)
+        self.start_relay()
+
+    def start_relay(self):
+        """devtools.netrelay in dockerd's network namespace: DOCKER_PROXY_ADDRESS there is the registry's DockerPullProxy."""
+        repo = os.path.dirname(HERE)
+        env = dict(os.environ, PYTHONPATH=repo + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
+        log = open(self.dockerd_log, "ab")
+        self.relay_proc = subprocess.Popen(["nsenter", "--net=/proc/%d/ns/net" % self.dockerd_proc.pid, "--", sys.executable, "-m", "devtools.netrelay",
+                                            DOCKER_PROXY_ADDRESS, self.registry.docker_proxy().socket, self.workdir],
+                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, start_new_session=True, env=env)
+        log.close()
+        if self.relay_proc.stdout.readline().strip() != b"listening":
+            raise RuntimeError("the relay to the registry did not start in dockerd's network namespace; see %s" % self.dockerd_log)
+        self.relay_proc.stdout.close()
 
     def launch(self, timeout=60):
         """dockerd (unless it runs), then cri-dockerd, until it answers CRI Version and Status."""
@@ -172,6 +194,9 @@ class EmbeddedCriDockerd(EmbeddedRuntime):
         if pid is not None:
             kill(pid, sig=signal.SIGTERM, wait=30)
         self.dockerd_proc = None
+        if self.relay_proc is not None:
+            kill(self.relay_proc.pid, sig=signal.SIGKILL)
+            self.relay_proc = None
         for pid in self.leftover_pids():
             kill(pid, sig=signal.SIGKILL)
 
@@ -214,10 +239,10 @@ class EmbeddedCriDockerd(EmbeddedRuntime):
 
     # -- images ------------------------------------------------------------
 
-    def seed_sandbox_image(self):
+    def sandbox_spec(self):
         # cri-dockerd stops a sandbox's pause container with a grace period of 10 seconds: this one exits on SIGTERM, as
         # the real pause does (a bare sleep as PID 1 ignores it)
-        self.pull_images([ImageSpec(self.sandbox_image, entrypoint=["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 2147483647 & wait"])])
+        return ImageSpec(self.sandbox_image, entrypoint=["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 2147483647 & wait"])
 
     def load_archive(self, path, specs):
         with open(path, "rb") as f:

@@ -22,7 +22,8 @@ runtime is configured with that path as the host's mirror, as a node behind a pu
   ``CONNECT`` of the HTTPS attempt, dockerd falls back to plain HTTP, and ``GET http://quay.io/v2/<repo>/...`` is served
   from ``/v2/quay.io/<repo>/...`` (``docker_daemon_config``). dockerd therefore pulls the upstream name itself, as the
   kubelet asks through cri-dockerd's PullImage, and the image carries that name's tag and repo digest
-  (``registry.k8s.io/pause@sha256:...``), as on a node.
+  (``registry.k8s.io/pause@sha256:...``), as on a node. The proxy listens on a unix socket, which a relay in dockerd's own
+  network namespace serves on ``DOCKER_PROXY_ADDRESS`` there (devtools/netrelay.py, started by devtools/dockerd.py).
 
 A pulled image therefore carries the labels, digests and leases of a real pull (``containerd.io/distribution.source.
 quay.io=example/app``, repo digests of the upstream name), and its compressed layers stay in the content store.
@@ -48,6 +49,8 @@ import urllib.request
 REGISTRY_BIN = os.environ.get("KUBENODE_GC_REGISTRY_BIN", "/usr/bin/docker-registry")
 SKOPEO = "skopeo"
 
+# where dockerd, in its own network namespace, reaches DockerPullProxy (through devtools.netrelay)
+DOCKER_PROXY_ADDRESS = "127.0.0.1:5000"
 # the upstream hosts the harness's images may be named after: each gets a mirror in every runtime's configuration
 DEFAULT_HOSTS = ("docker.io", "registry.k8s.io", "quay.io", "registry.example", "registry.example.com", "k8s.gcr.io", "gcr.io", "ghcr.io")
 
@@ -179,11 +182,11 @@ class Registry:
                 self._docker_proxy = DockerPullProxy(self).start()
             return self._docker_proxy
 
-    def docker_daemon_config(self, hosts=DEFAULT_HOSTS):
-        """(daemon.json keys, environment) that make a dockerd pull every upstream host from this registry (DockerPullProxy)."""
-        proxy = self.docker_proxy()
-        config = {"registry-mirrors": ["http://%s" % proxy.address], "insecure-registries": [h for h in hosts if h != "docker.io"]}
-        env = {"HTTP_PROXY": "http://%s" % proxy.address, "HTTPS_PROXY": "http://%s" % proxy.address, "NO_PROXY": ""}
+    def docker_daemon_config(self, address=DOCKER_PROXY_ADDRESS, hosts=DEFAULT_HOSTS):
+        """(daemon.json keys, environment) that make a dockerd pull every upstream host from this registry, through the
+        DockerPullProxy it reaches at ``address``."""
+        config = {"registry-mirrors": ["http://%s" % address], "insecure-registries": [h for h in hosts if h != "docker.io"]}
+        env = {"HTTP_PROXY": "http://%s" % address, "HTTPS_PROXY": "http://%s" % address, "NO_PROXY": ""}
         return config, env
 
 
@@ -198,6 +201,9 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args):  # quiet: dockerd's own log says what it pulled
         pass
+
+    def address_string(self):
+        return "dockerd"  # a unix socket has no client address
 
     def do_CONNECT(self):  # the HTTPS attempt of an insecure registry: refused, so dockerd falls back to plain HTTP
         self._answer(403, b"")
@@ -249,25 +255,24 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
     do_GET = do_HEAD = _forward
 
 
-class _ProxyServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
+class _ProxyServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
-    allow_reuse_address = True
 
 
 class DockerPullProxy:
-    """docker.io's mirror and the HTTP proxy of every other host, for a dockerd pulling from the harness's registry."""
+    """docker.io's mirror and the HTTP proxy of every other host, for a dockerd pulling from the harness's registry; it
+    listens on the unix socket ``socket`` (devtools.netrelay brings it into dockerd's network namespace)."""
 
     def __init__(self, registry):
         self.registry = registry
+        self.socket = os.path.join(registry.workdir, "docker-proxy.sock")
         self.server = None
         self.thread = None
 
-    @property
-    def address(self):
-        return "127.0.0.1:%d" % self.server.server_address[1]
-
     def start(self):
-        self.server = _ProxyServer(("127.0.0.1", 0), _ProxyHandler)
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
+        self.server = _ProxyServer(self.socket, _ProxyHandler)
         self.server.registry = self.registry
         self.thread = threading.Thread(target=self.server.serve_forever, name="docker-pull-proxy", daemon=True)
         self.thread.start()

@@ -332,9 +332,13 @@ class EmbeddedRuntime:
 
     # -- images ------------------------------------------------------------
 
+    def sandbox_spec(self):
+        """The ImageSpec of the sandbox (pause) image."""
+        return ImageSpec(self.sandbox_image, entrypoint=["/bin/sleep", "2147483647"])
+
     def seed_sandbox_image(self):
         """Put the sandbox (pause) image on the runtime as a node gets it: pulled through the CRI."""
-        self.pull_images([ImageSpec(self.sandbox_image, entrypoint=["/bin/sleep", "2147483647"])])
+        self.pull_images([self.sandbox_spec()])
 
     @property
     def registry(self):
