@@ -208,6 +208,10 @@ class EmbeddedCriDockerd(EmbeddedRuntime):
         self.binary = saved.get("binary") or self.binary
         self.data_root_in_config = saved.get("data_root_in_config", False)
 
+    def engine_env(self):
+        # behind a proxy the module finds no cri-dockerd on the socket it talks to: DOCKER_HOST names the engine
+        return {"DOCKER_HOST": self.docker_endpoint}
+
     # -- the engine's own view ------------------------------------------------
 
     @property

@@ -322,6 +322,11 @@ class EmbeddedRuntime:
         """Where a path the runtime sees lives on this machine (the same path here; see nodes.NodeContainer)."""
         return path
 
+    def engine_env(self):
+        """The environment a module needs to find this runtime's engine when it reaches the CRI through another socket (a
+        devtools.faults proxy): nothing here; cri-dockerd's Docker Engine is named by DOCKER_HOST then."""
+        return {}
+
     # -- clients -----------------------------------------------------------
 
     @property

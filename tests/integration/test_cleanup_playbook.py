@@ -11,6 +11,8 @@ import subprocess
 import yaml
 
 from devtools.faults import CrashAfter
+
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import normalize_image_ref
 from devtools.images import ImageSpec
 from tests.integration import storage_objects as so
 from tests.integration.conftest import BIN
@@ -19,7 +21,7 @@ from tests.integration.test_image_pin import CAN_PIN, clean_dropins  # noqa: F40
 MIB = 1 << 20
 
 
-def cleanup(ansible, runtime, tmp_path, endpoint, extra_args=(), **extra):
+def cleanup(ansible, runtime, tmp_path, endpoint, extra_args=(), env=None, **extra):
     node = {
         "ansible_connection": "local",
         "ansible_python_interpreter": os.path.join(BIN, "python"),
@@ -36,7 +38,7 @@ def cleanup(ansible, runtime, tmp_path, endpoint, extra_args=(), **extra):
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gc-node": node}}}))
     cmd = [os.path.join(BIN, "ansible-playbook"), "kubenode.gc.cleanup", "-i", str(inventory)] + list(extra_args)
-    return subprocess.run(cmd, cwd=str(tmp_path), env=ansible.env(), capture_output=True, text=True, check=False)
+    return subprocess.run(cmd, cwd=str(tmp_path), env=ansible.env(env), capture_output=True, text=True, check=False)
 
 
 def history(tmp_path):
@@ -54,12 +56,12 @@ def test_a_node_whose_image_gc_failed_gets_a_history_record_of_its_partial_work(
     runtime.pull_images([ImageSpec("hist-%d:1" % n, size=MIB, share_base=False) for n in range(4)])
     pod = runtime.run_pod("keeper")
     runtime.add_container(pod, "k", "hist-0:1", "running")
-    ids = {t: i.id for i in runtime.client.list_images() for t in i.repo_tags}
+    ids = {normalize_image_ref(t): i.id for i in runtime.client.list_images() for t in i.repo_tags}
     before = set(ids.values())
     candidates = before - {ids["docker.io/library/hist-0:1"], ids[runtime.sandbox_image]}
     try:
         with CrashAfter(runtime, 2) as proxy:
-            proc = cleanup(ansible, runtime, tmp_path, proxy.endpoint)
+            proc = cleanup(ansible, runtime, tmp_path, proxy.endpoint, env=proxy.env)
         assert proxy.removed == 2 and proxy.crashed
     finally:
         runtime.restart()
@@ -189,7 +191,7 @@ def test_serial_and_hosts_from_the_inventory_are_refused_and_take_effect_with_e(
     def run(*args, **inventory_vars):
         path.write_text(yaml.safe_dump({"all": dict(inventory["all"], vars=dict(node, **inventory_vars))}))
         cmd = [os.path.join(BIN, "ansible-playbook"), "kubenode.gc.cleanup", "-i", str(path), "--check"] + list(args)
-        return subprocess.run(cmd, cwd=str(tmp_path), env=ansible.env(), capture_output=True, text=True, check=False)
+        return subprocess.run(cmd, cwd=str(tmp_path), env=ansible.env(env), capture_output=True, text=True, check=False)
 
     for name, value in (("kubenode_gc_cleanup_serial", 3), ("kubenode_gc_hosts", "workers")):
         proc = run(**{name: value})

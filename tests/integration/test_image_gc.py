@@ -56,11 +56,11 @@ def settled_inodes(runtime, quiet=1.0, timeout=20):
     return last
 
 
-def gc(ansible, runtime, check=False, interpreter=None, **args):
+def gc(ansible, runtime, check=False, interpreter=None, task_env=None, **args):
     args.setdefault("cri_endpoint", runtime.endpoint)
     args.setdefault("ledger_path", "")
     args.setdefault("min_age", "0s")
-    kwargs = {"check": check, "diff": True}
+    kwargs = {"check": check, "diff": True, "task_env": task_env}
     if interpreter:
         kwargs["interpreter"] = interpreter
     return ansible.module("kubenode.gc.image_gc", args, **kwargs)
@@ -664,7 +664,7 @@ def test_runtime_killed_mid_prune_fails_changed_with_exactly_what_is_gone(ansibl
     ledger = tmp_path / "state" / "ledger.json"
     try:
         with CrashAfter(runtime, 2) as proxy:
-            res = gc(ansible, runtime, mode="prune", ledger_path=str(ledger), cri_endpoint=proxy.endpoint)
+            res = gc(ansible, runtime, mode="prune", ledger_path=str(ledger), cri_endpoint=proxy.endpoint, task_env=proxy.env)
         assert proxy.removed == 2 and proxy.crashed
     finally:
         runtime.restart()  # the same root: what is gone is gone for real
@@ -707,7 +707,7 @@ def test_graceful_restart_mid_prune_reports_every_removal_that_happened(ansible,
     before = {i.id for i in runtime.client.list_images()}
     ledger = tmp_path / "state" / "ledger.json"
     with RestartAfter(runtime, 2, down=down) as proxy:
-        res = gc(ansible, runtime, mode="prune", ledger_path=str(ledger), cri_endpoint=proxy.endpoint)
+        res = gc(ansible, runtime, mode="prune", ledger_path=str(ledger), cri_endpoint=proxy.endpoint, task_env=proxy.env)
     assert proxy.restarted and proxy.removed >= 2
     gone = before - {i.id for i in runtime.client.list_images()}
     removed = {r["id"] for r in res["removed"]}
@@ -802,6 +802,8 @@ def test_inode_pass_frees_inodes_to_the_low_mark_in_lru_order_with_bytes_below_t
     # run 1 records inode-0 and inode-1 as used (exited containers); no inode thresholds: nothing goes
     old = runtime.run_pod("old")
     used = [runtime.add_container(old, "u%d" % n, "inode-%d:1" % n, "exited") for n in range(2)]
+    # the CRI's creation times (cri-dockerd's count whole seconds: u0 and u1 may tie, and the image id decides)
+    created = {c.id: c.created_at for c in runtime.client.list_containers() if c.id in used}
     first = gc(ansible, runtime, ledger_path=ledger)
     assert not first.get("failed"), first.get("msg")
     assert first["removed"] == [] and first["inodes_to_free"] == 0 and first["inodes_usage_before"] == inode_usage(runtime)
@@ -833,9 +835,9 @@ def test_inode_pass_frees_inodes_to_the_low_mark_in_lru_order_with_bytes_below_t
     assert res["target_reached"] is True and res["insufficient"] is False and res["errors"] == []
     assert len(res["removed"]) == 6
     # LRU: never-used images first (same first_detected, then id), then the ones used at run 1 (same last_used; first
-    # detected when their containers were created, u0 before u1)
+    # detected when their containers were created, u0 before u1, or by id when the runtime gives both the same time)
     never = sorted(ids["docker.io/library/inode-%d:1" % n] for n in range(2, 7))
-    once = [ids["docker.io/library/inode-%d:1" % n] for n in range(2)]
+    once = [image for _created, image in sorted((created[used[n]], ids["docker.io/library/inode-%d:1" % n]) for n in range(2))]
     assert [r["id"] for r in res["removed"]] == (never + once)[:6]
     assert res["removed"][0]["last_used"] is None and res["removed"][-1]["last_used"] is not None
     # the image in use and the sandbox image are still there
