@@ -177,13 +177,53 @@ def runtime_process(socket_path):
     return None, proc
 
 
+DOCKER_SOCKET = "/var/run/docker.sock"
+
+
+def _is_dockerd(proc):
+    return proc is not None and "dockerd" in (proc.name, os.path.basename(proc.argv[0]))
+
+
 def dockerd_process(socket_path):
-    """The Process of the dockerd listening on the Docker Engine socket ``socket_path``, or None."""
+    """The Process of the dockerd listening on the Docker Engine socket ``socket_path``, or None.
+
+    The listener (/proc/net/unix), else a dockerd whose ``-H``/``--host`` names the socket (resolved; Docker's default
+    socket when it names none): /proc/net/unix lists the sockets of this network namespace only, and a dockerd may run
+    in another one (a systemd unit's PrivateNetwork, a test harness)."""
     pid = listener_pid(socket_path)
     proc = read_process(pid) if pid else None
-    if proc is not None and "dockerd" in (proc.name, os.path.basename(proc.argv[0])):
+    if _is_dockerd(proc):
         return proc
+    target = os.path.realpath(socket_path)
+    for pid in _pids():
+        proc = read_process(pid)
+        if not _is_dockerd(proc):
+            continue
+        hosts = _all_values(proc.argv[1:], ("host", "H")) or ["unix://" + DOCKER_SOCKET]
+        for host in hosts:
+            path = host[len("unix://"):] if host.startswith("unix://") else None
+            if path and path.startswith("/") and os.path.realpath(in_process(proc, path)) == target:
+                return proc
     return None
+
+
+def _all_values(words, aliases):
+    """Every value of a repeatable flag (``-H a -H b``, ``--host=a``) in ``words``, as Go's flag packages read them."""
+    values, words, i = [], list(words), 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if word == "--":
+            break
+        name, sep, value = word.lstrip("-").partition("=")
+        if not word.startswith("-") or name not in aliases:
+            continue
+        if not sep:
+            if i >= len(words):
+                break
+            value, i = words[i], i + 1
+        values.append(value)
+    return values
 
 
 def in_process(proc, path):

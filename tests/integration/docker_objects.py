@@ -62,10 +62,14 @@ def create_all(runtime, build_dir=None):
     created["log"] = log_bytes(runtime).get(made["container"], 0)
     created["writable"] -= created["log"]
     # a container outside Kubernetes, running, with data in its writable layer
-    step("non_k8s", runtime.docker, "run", "-d", "--name", "outside-web", "--network", "none", IMAGE,
-         "-c", "busybox head -c %d /dev/urandom > /cache.bin; exec sleep 2147483647" % SIZES["non_k8s"])
-    made["non_k8s"] = runtime.docker("inspect", "-f", "{{.Id}}", "outside-web").strip()
-    _wait_size(runtime, made["non_k8s"], SIZES["non_k8s"])
+    def outside():
+        runtime.docker("run", "-d", "--name", "outside-web", "--network", "none", IMAGE,
+                       "-c", "busybox head -c %d /dev/urandom > /cache.bin; exec sleep 2147483647" % SIZES["non_k8s"])
+        cid = runtime.docker("inspect", "-f", "{{.Id}}", "outside-web").strip()
+        _wait_size(runtime, cid, SIZES["non_k8s"])  # it writes after docker run -d returned
+        return cid
+
+    made["non_k8s"] = step("non_k8s", outside)
     # volumes: a named one, an anonymous one a stopped container references, an anonymous one nothing references
     step("named_volume", runtime.docker, "run", "--name", "outside-named", "--network", "none", "-v", "kept-data:/data", IMAGE,
          "-c", "busybox head -c %d /dev/urandom > /data/x" % SIZES["named_volume"])

@@ -253,3 +253,20 @@ def test_runtime_config_data_root_and_its_finding():
     assert finding["message"] == ("dockerd's data root /data/docker (data-root of its daemon.json) is not the image filesystem /var/lib/docker that "
                                   "cri-dockerd at unix:///run/cri-dockerd.sock reports to the kubelet; dockerd runs with another data root until it restarts.")
     assert rc.docker_findings(same, dict(info, name="containerd"), fs)[0]["code"] == "runtime_other"
+
+
+def test_dockerd_is_the_listener_else_the_one_whose_host_flag_names_the_socket(monkeypatch, tmp_path):
+    """/proc/net/unix lists this network namespace's sockets only: a dockerd in another one is found by its -H."""
+    from ansible_collections.kubenode.gc.plugins.module_utils import _daemons
+
+    sock = str(tmp_path / "docker.sock")
+    procs = {21: _daemons.Process(21, "dockerd", ["dockerd", "-H", "unix:///other.sock"], {}, "/"),
+             22: _daemons.Process(22, "dockerd", ["/usr/sbin/dockerd", "-H", "fd://", "--host=unix://" + sock, "--data-root", "/srv/d"], {}, "/"),
+             23: _daemons.Process(23, "dockerd", ["dockerd"], {}, "/")}
+    monkeypatch.setattr(_daemons, "_pids", lambda: sorted(procs))
+    monkeypatch.setattr(_daemons, "read_process", procs.get)
+    monkeypatch.setattr(_daemons, "listener_pid", lambda path: None)
+    assert _daemons.dockerd_process(sock) == procs[22]
+    assert _daemons.dockerd_process("/var/run/docker.sock") == procs[23]  # no -H: Docker's default socket
+    monkeypatch.setattr(_daemons, "listener_pid", lambda path: 21)
+    assert _daemons.dockerd_process(sock) == procs[21]  # the listener first
