@@ -7,7 +7,7 @@ Modules run through ``ansible-playbook`` against localhost, from the collection
 tarball that ``ansible-galaxy collection build`` makes of this checkout.
 
 Every test that uses the ``runtime`` fixture runs on every runtime of the matrix
-(``devtools.runtimes``; test ids ctrd16, ctrd17, ctrd21, ctrd22, ctrd23, crio), one runtime instance
+(``devtools.runtimes``; test ids ctrd16, ctrd17, ctrd21, ctrd22, ctrd23, crio, dockerd), one runtime instance
 per test module and runtime.  cri-o is in the matrix when its binaries are there
 (``../shared/runtimes`` or ``KUBENODE_GC_CRIO_DIR``); without them the session ends
 with one loud line saying it was not tested.  ``KUBENODE_GC_TEST_RUNTIMES=name,...``
@@ -84,6 +84,13 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             "!!!!! cri-o was NOT tested: no crio and pinns binaries in %s (set %s to a directory holding them) !!!!!"
             % (fetch.crio_search_dir(), runtimes.CRIO_DIR_ENV),
+            red=True,
+            bold=True,
+        )
+    if "cri-dockerd" in MISSING_RUNTIMES:
+        terminalreporter.write_line(
+            "!!!!! cri-dockerd was NOT tested: no cri-dockerd in %s (set %s to a directory holding it) or no Debian docker.io (/usr/sbin/dockerd) !!!!!"
+            % (fetch.shared_runtimes_dir(), fetch.SHARED_RUNTIMES_ENV),
             red=True,
             bold=True,
         )
