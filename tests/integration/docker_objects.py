@@ -71,15 +71,15 @@ def create_all(runtime, build_dir=None):
 
     made["non_k8s"] = step("non_k8s", outside)
     # volumes: a named one, an anonymous one a stopped container references, an anonymous one nothing references
-    step("named_volume", runtime.docker, "run", "--name", "outside-named", "--network", "none", "-v", "kept-data:/data", IMAGE,
-         "-c", "busybox head -c %d /dev/urandom > /data/x" % SIZES["named_volume"])
-    step("anonymous_volume", runtime.docker, "run", "--name", "outside-anon", "--network", "none", "-v", "/data", IMAGE,
-         "-c", "busybox head -c %d /dev/urandom > /data/x" % SIZES["anonymous_volume"])
+    step("named_volume", runtime.docker, "run", "--name", "outside-named", "--network", "none", "-v", "kept-data:/vol", IMAGE,
+         "-c", "busybox head -c %d /dev/urandom > /vol/x" % SIZES["named_volume"])
+    step("anonymous_volume", runtime.docker, "run", "--name", "outside-anon", "--network", "none", "-v", "/vol", IMAGE,
+         "-c", "busybox head -c %d /dev/urandom > /vol/x" % SIZES["anonymous_volume"])
     made["anonymous_volume"] = _volume_of(runtime, "outside-anon")
 
     def dangling():
-        runtime.docker("run", "--name", "outside-gone", "--network", "none", "-v", "/data", IMAGE,
-                       "-c", "busybox head -c %d /dev/urandom > /data/x" % SIZES["dangling_volume"])
+        runtime.docker("run", "--name", "outside-gone", "--network", "none", "-v", "/vol", IMAGE,
+                       "-c", "busybox head -c %d /dev/urandom > /vol/x" % SIZES["dangling_volume"])
         name = _volume_of(runtime, "outside-gone")
         runtime.docker("rm", "outside-gone")  # without -v: its anonymous volume stays, referenced by nothing
         return name

@@ -147,6 +147,9 @@ def test_cleanup_storage_removes_other_namespace_images_and_records_them(ansible
     """Issue 24: kubenode_gc_cleanup_storage runs storage_gc after image GC; the history record and the summary name what it removed."""
     if runtime.kind == "cri-o":
         return  # storage_gc refuses cri-o (test_storage_gc.py); the cleanup's record of that is a unit test
+    if runtime.kind == "docker":
+        _docker_storage(ansible, runtime, tmp_path)
+        return
     so.import_into(runtime, "moby", [ImageSpec("docker.io/library/moby-cleanup:1", size=2 * MIB, share_base=False)])
     runtime.pull_images([ImageSpec("registry.k8s.io/cleanup-used:1", size=MIB, share_base=False)])
     pod = runtime.run_pod("storage-keeper")
@@ -175,6 +178,35 @@ def test_cleanup_storage_removes_other_namespace_images_and_records_them(ansible
     assert "image moby/docker.io/library/moby-cleanup:1" in proc.stdout
 
 
+def _docker_storage(ansible, runtime, tmp_path):
+    """Docker Engine: the cleanup's storage step removes the build cache and the anonymous volume no container references, and
+    its record and summary name them."""
+    import time
+
+    from tests.integration import docker_objects as do
+
+    runtime.pull_images([ImageSpec(do.IMAGE, size=MIB)])
+    cache = do.build(runtime)
+    runtime.docker("run", "--name", "left-volume", "--network", "none", "-v", "/vol", do.IMAGE, "-c", "busybox head -c 1048576 /dev/urandom > /vol/x")
+    volume = runtime.docker("inspect", "-f", "{{range .Mounts}}{{.Name}}{{end}}", "left-volume").strip()
+    runtime.docker("rm", "left-volume")
+    time.sleep(2)  # the cache records were last used at least this long ago
+    proc = cleanup(ansible, runtime, tmp_path, runtime.endpoint, extra_args=[
+        "-e", "kubenode_gc_cleanup_storage=true", "-e", "kubenode_gc_cleanup_storage_build_cache_max_age=1s",
+        "-e", "kubenode_gc_cleanup_storage_remove_unused_volumes=true"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (record,) = history(tmp_path)
+    storage = record["storage"]
+    assert storage["supported"] is True and storage["removed"] == storage["plan"]
+    removed = {(i["kind"], i["id"]) for i in storage["removed"]}
+    assert {("build_cache", c) for c in cache} | {("volume", volume)} <= removed
+    assert storage["freed_bytes"] >= MIB
+    assert not {r["ID"] for r in runtime.api.system_df().get("BuildCache") or []} & set(cache)
+    assert volume not in {v["Name"] for v in runtime.api.request("VolumeList", "GET", "/volumes")["Volumes"]}
+    assert "gc-node: storage_gc removed %d object(s): " % len(storage["removed"]) in proc.stdout
+    assert "volume %s (1.0 MiB)" % volume in proc.stdout
+
+
 def test_serial_and_hosts_from_the_inventory_are_refused_and_take_effect_with_e(ansible, runtime, tmp_path):
     """Issue 32: kubenode_gc_cleanup_serial and kubenode_gc_hosts are play keywords, which read only extra variables. Set in
     the inventory (all's vars, as group_vars/all) they are refused in one sentence before any node is touched; with -e they
@@ -191,7 +223,7 @@ def test_serial_and_hosts_from_the_inventory_are_refused_and_take_effect_with_e(
     def run(*args, **inventory_vars):
         path.write_text(yaml.safe_dump({"all": dict(inventory["all"], vars=dict(node, **inventory_vars))}))
         cmd = [os.path.join(BIN, "ansible-playbook"), "kubenode.gc.cleanup", "-i", str(path), "--check"] + list(args)
-        return subprocess.run(cmd, cwd=str(tmp_path), env=ansible.env(env), capture_output=True, text=True, check=False)
+        return subprocess.run(cmd, cwd=str(tmp_path), env=ansible.env(), capture_output=True, text=True, check=False)
 
     for name, value in (("kubenode_gc_cleanup_serial", 3), ("kubenode_gc_hosts", "workers")):
         proc = run(**{name: value})
