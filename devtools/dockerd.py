@@ -74,6 +74,7 @@ class EmbeddedCriDockerd(EmbeddedRuntime):
         self.cri_root = os.path.join(self.workdir, "cri-dockerd")
         self.dockerd_proc = None
         self.relay_proc = None
+        self._last_created = None  # when the last container or sandbox was created (see _next_second)
         self._api = None
         self._version = None
 
@@ -240,6 +241,31 @@ class EmbeddedCriDockerd(EmbeddedRuntime):
     def container_ids(self):
         # every container: the CRI's containers and its sandboxes (pause containers), and any other
         return {c["Id"] for c in self.api.containers()}
+
+    # -- pods --------------------------------------------------------------
+
+    def _next_second(self):
+        """cri-dockerd's ListContainers and ListPodSandbox give creation times in whole seconds (Docker's list API): wait
+        until the clock is in a later second than the last creation, so that objects made one after the other are listed
+        in that order, as on the other runtimes (their times count nanoseconds)."""
+        if self._last_created is not None:
+            wait = int(self._last_created) + 1 - time.time()
+            if wait > 0:
+                time.sleep(wait + 0.01)
+
+    def run_pod(self, name, namespace="default", uid=None, attempt=0):
+        self._next_second()
+        try:
+            return super().run_pod(name, namespace, uid, attempt)
+        finally:
+            self._last_created = time.time()
+
+    def add_container(self, sandbox, name, image, state="running", attempt=0, command=None, link_dir=None, image_volumes=()):
+        self._next_second()
+        try:
+            return super().add_container(sandbox, name, image, state, attempt, command, link_dir, image_volumes)
+        finally:
+            self._last_created = time.time()
 
     # -- images ------------------------------------------------------------
 

@@ -20,21 +20,23 @@ Expect = collections.namedtuple(
         "repo_digests",  # images pulled through the CRI have repo digests (the harness pulls every image)
         "sandbox_image_in_status",  # the verbose Status info names the sandbox image (else: a sandbox's info, the config)
         "log_at_create",  # a container's log file exists once it is created (cri-o starts conmon then), not only once started
+        "removes_log_link",  # RemoveContainer removes the container's CRI log path itself (cri-dockerd: its link to Docker's
+        # json-file log), wherever that path leads
     ],
 )
 
 EXPECT = {
-    "containerd-1.6": Expect("containerd", False, False, "id", None, True, True, False),
-    "containerd-1.7": Expect("containerd", True, False, "id", None, True, True, False),
-    "containerd-2.1": Expect("containerd", True, False, "id", None, True, False, False),
-    "containerd-2.2": Expect("containerd", True, False, "id", None, True, False, False),
-    "containerd-2.3": Expect("containerd", True, False, "id", None, True, False, False),
-    "crio": Expect("cri-o", True, True, "digest", "split", True, True, True),
+    "containerd-1.6": Expect("containerd", False, False, "id", None, True, True, False, False),
+    "containerd-1.7": Expect("containerd", True, False, "id", None, True, True, False, False),
+    "containerd-2.1": Expect("containerd", True, False, "id", None, True, False, False, False),
+    "containerd-2.2": Expect("containerd", True, False, "id", None, True, False, False, False),
+    "containerd-2.3": Expect("containerd", True, False, "id", None, True, False, False, False),
+    "crio": Expect("cri-o", True, True, "digest", "split", True, True, True, False),
     # cri-dockerd: the sandbox image reported pinned (its --pod-infra-container-image), ListContainers' image_ref the image
     # id (ContainerStatus says docker-pullable://<repo digest>), the data root reported as image and container filesystem;
     # docker.io's images listed by their short names (busybox:1.36; the modules report every name in full, as the other
     # runtimes list them: the harness's tests compare normalised names)
-    "cri-dockerd": Expect("docker", True, False, "id", "same", True, True, False),
+    "cri-dockerd": Expect("docker", True, False, "id", "same", True, True, False, True),
 }
 
 
