@@ -8,8 +8,9 @@ node-b  containerd 1.6 (Debian 12), filled well under it
 node-c  containerd 2.x (config version 3), over the policy's threshold but its kubelet configuration
         drifted from the policy (95/90): under its own threshold, so the cleanup leaves it alone
 node-d  containerd 1.7, stopped: must show up as failed without stopping the waves
-node-e  Docker Engine (Debian 12's docker.io) behind cri-dockerd 0.4.3, over the threshold, with a container
-        outside Kubernetes (docker run) whose image the cleanup must keep
+node-c2 Docker Engine (Debian 12's docker.io) behind cri-dockerd 0.4.3, over the threshold, with a container
+        outside Kubernetes (docker run) whose image the cleanup must keep (named to come before node-d: the cleanup's
+        waves of one node stop after node-d fails)
 
 Every node runs a pod whose running and exited containers use images that must survive.
 Where the runtimes differ (image ids, the image filesystem, the runtime pinning its sandbox
@@ -45,18 +46,18 @@ POLICY_VARS = {
     "kubenode_gc_container_min_age": "0s",
     "kubenode_gc_cleanup_image_min_age": "0s",
 }
-NODES = {"node-a": 86, "node-b": 25, "node-c": 84, "node-d": 40, "node-e": 86}
-RUNTIMES = {"node-a": "crio", "node-b": "containerd-1.6", "node-c": "containerd-2.1", "node-d": "containerd-1.7", "node-e": "cri-dockerd"}
+NODES = {"node-a": 86, "node-b": 25, "node-c": 84, "node-d": 40, "node-c2": 86}
+RUNTIMES = {"node-a": "crio", "node-b": "containerd-1.6", "node-c": "containerd-2.1", "node-d": "containerd-1.7", "node-c2": "cri-dockerd"}
 if crio_dir() is None:
     RUNTIMES["node-a"] = "containerd-1.6"
     print("\n!!!! cri-o was NOT tested in the fleet: no ../shared/runtimes and KUBENODE_GC_CRIO_DIR unset !!!!", file=sys.stderr)
 if cri_dockerd_binary() is None:
-    del NODES["node-e"], RUNTIMES["node-e"]
+    del NODES["node-c2"], RUNTIMES["node-c2"]
     print("\n!!!! cri-dockerd was NOT tested in the fleet: no cri-dockerd in ../shared/runtimes or no Debian docker.io !!!!", file=sys.stderr)
 # the Docker node: its containerd (Docker's) also listens on the default socket, so the inventory names cri-dockerd's, and
 # no runtime role applies (runtime_config reads dockerd's configuration, never edits it)
-HOST_VARS = {"node-e": {"kubenode_gc_cri_endpoint": "unix:///run/cri-dockerd.sock", "kubenode_gc_configure_runtime": "none"}}
-OUTSIDE_IMAGE = "registry.example/ci-runner:1"  # node-e: a docker run container outside Kubernetes uses it
+HOST_VARS = {"node-c2": {"kubenode_gc_cri_endpoint": "unix:///run/cri-dockerd.sock", "kubenode_gc_configure_runtime": "none"}}
+OUTSIDE_IMAGE = "registry.example/ci-runner:1"  # node-c2: a docker run container outside Kubernetes uses it
 # what the CRI says on each runtime
 RUNTIME_NAME = {"crio": "cri-o", "cri-dockerd": "docker"}
 HEX64 = r"[0-9a-f]{64}"
@@ -151,7 +152,8 @@ def fleet(tmp_path_factory, collections_path):
                             kubelet=DRIFTED_KUBELET if name == "node-c" else KUBELET)
             if RUNTIMES[name] == "cri-dockerd":
                 node.import_images([ImageSpec(OUTSIDE_IMAGE, size=MIB)])
-                node.exec("docker", "run", "-d", "--name", "ci-runner", "--network", "none", OUTSIDE_IMAGE, "-c", "exec sleep 2147483647")
+                node.exec("docker", "run", "-d", "--name", "ci-runner", "--network", "none", OUTSIDE_IMAGE,
+                          "-c", "busybox head -c 1048576 /dev/urandom > /scratch; exec sleep 2147483647")
             node.filler_images = fill(node, percent)
         fleet.write_inventory()
         yield fleet
@@ -183,7 +185,7 @@ def before(configured):
 
 
 def test_configure_applied_the_policy(configured):
-    for name in [n for n in ("node-a", "node-b", "node-e") if n in configured.nodes]:
+    for name in [n for n in ("node-a", "node-b", "node-c2") if n in configured.nodes]:
         config = yaml.safe_load(configured.nodes[name].exec("cat", "/var/lib/kubelet/config.yaml"))
         assert config["imageGCHighThresholdPercent"] == HIGH and config["imageGCLowThresholdPercent"] == LOW
         assert configured.nodes[name].exec("/usr/bin/python3", "-c", "import grpc, tomlkit, ruamel.yaml; print('ok')").strip() == "ok"
@@ -209,7 +211,7 @@ def test_audit_report_json(audit, before):
     assert report["schema_version"] == 2
     nodes = {n["host"]: n for n in report["nodes"]}
     assert sorted(nodes) == sorted(NODES)
-    for name in [n for n in ("node-a", "node-b", "node-c", "node-e") if n in nodes]:
+    for name in [n for n in ("node-a", "node-b", "node-c", "node-c2") if n in nodes]:
         node = nodes[name]
         ids, percent = before[name]
         runtime, harness = RUNTIMES[name], before.nodes[name]
@@ -246,13 +248,13 @@ def test_audit_report_json(audit, before):
     assert failed["status"] == "failed" and "containerd.sock" in failed["error"]  # containerd 1.7 stopped
     assert report["summary"]["nodes_failed"] == 1 and report["summary"]["nodes_with_drift"] == 1
     assert "report.html" in proc.stdout
-    if "node-e" in nodes:
+    if "node-c2" in nodes:
         # the Docker node's disk use in its own categories, its container outside Kubernetes among them
-        storage = nodes["node-e"]["storage"]
-        assert list(storage["categories"]) == ["k8s_images", "writable_layers", "non_k8s_containers", "container_logs", "volumes",
-                                               "build_cache", "unaccounted"]
+        storage = nodes["node-c2"]["storage"]
+        assert set(storage["categories"]) == {"k8s_images", "writable_layers", "non_k8s_containers", "container_logs", "volumes",
+                                              "build_cache", "unaccounted"}
         assert storage["categories"]["k8s_images"] > 0 and [o["name"] for o in storage["objects"]["non_k8s_containers"]] == ["ci-runner"]
-        assert "non_k8s_containers" in {f["code"] for f in nodes["node-e"]["findings"]}
+        assert "non_k8s_containers" in {f["code"] for f in nodes["node-c2"]["findings"]}
 
 
 class _Html(html.parser.HTMLParser):
@@ -336,11 +338,12 @@ def cleanup(audit, configured):
 
 
 def test_cleanup_freed_over_threshold_nodes_to_low(cleanup, configured, before):
-    for name in [n for n in ("node-a", "node-e") if n in configured.nodes]:
+    for name in [n for n in ("node-a", "node-c2") if n in configured.nodes]:
         node = configured.nodes[name]
         ids_before, percent_before = before[name]
         left = image_ids(node)
-        assert usage(node) <= LOW < percent_before
+        history = node.exec("sh", "-c", "cat /var/lib/kubenode-gc/history/*.json", check=False)
+        assert usage(node) <= LOW < percent_before, (name, history[-3000:], cleanup.stdout[-3000:])
         assert left < ids_before
         tags = {t for img in node.client.list_images() for t in img.repo_tags}
         assert {"registry.example/app:1", "registry.example/job:1", node.sandbox_image} <= tags

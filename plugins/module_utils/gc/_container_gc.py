@@ -591,6 +591,10 @@ def _unlink_below(root, parts, names, result, owner):
             try:
                 os.unlink(name, dir_fd=fd)
             except FileNotFoundError:
+                if owner:
+                    # listed before the container's removal, gone after it: it went with its container (cri-dockerd's
+                    # RemoveContainer deletes the CRI log path, its link to Docker's json-file log, itself)
+                    result["removed_log_paths"].append(path)
                 continue
             except OSError as exc:
                 what = "Removed container %s but not its log %s" % (owner, path) if owner else "Cannot remove %s" % path
