@@ -465,8 +465,8 @@ def test_a_deleted_pods_log_directory_that_is_a_symlink_is_removed_as_a_link(ans
     assert SYMLINK_WARNING % pod_dir in res["warnings"]
     # the link is gone, every byte behind it stays (but the removed containers' own log links, which cri-dockerd's
     # RemoveContainer deletes itself, through the link: they were its links to Docker's json-file logs)
-    links = ("app/0.log", "app/1.log")
-    assert not os.path.lexists(pod_dir) and _runtime_kept(runtime, _records(outside), links) == _runtime_kept(runtime, before, links)
+    own = ("app/0.log", "app/1.log")
+    assert not os.path.lexists(pod_dir) and _runtime_kept(runtime, _records(outside), own) == _runtime_kept(runtime, before, own)
     assert os.listdir(links) == []  # the legacy links of the removed containers went with them
     assert set(containers_left(runtime)) == set()
 

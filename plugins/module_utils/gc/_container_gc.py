@@ -341,6 +341,10 @@ def _run(client, opts, check_mode, now):
         remaining = [c for c in containers if c["id"] not in gone]
     else:
         index, pending = LogIndex(), {}
+        # the log directories are listed before the removals, as check mode lists them: a runtime that deletes a
+        # container's log path with it (cri-dockerd, its link to Docker's json-file log) leaves the same paths to report
+        for c in to_remove:
+            container_logs(c, opts, index)
         outage = _remove_containers(client, to_remove, opts, result, index, pending)
         remaining = containers
         if outage is not None:
