@@ -274,10 +274,21 @@ class EmbeddedCriDockerd(EmbeddedRuntime):
         # the real pause does (a bare sleep as PID 1 ignores it)
         return ImageSpec(self.sandbox_image, entrypoint=["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 2147483647 & wait"])
 
+    def import_images(self, specs):
+        # one archive per image: docker load unpacks an archive's layers beside the archive it keeps in the data root
+        # meanwhile, so a small data root takes one image at a time, not all of them at once
+        ids = {}
+        for spec in specs:
+            ids.update(super().import_images([spec]))
+        return ids
+
     def load_archive(self, path, specs):
         with open(path, "rb") as f:
             data = f.read()
-        self.api.request("ImageLoad", "POST", "/images/load", {"quiet": "1"}, body=data, content_type="application/x-tar", raw=True)
+        answer = self.api.request("ImageLoad", "POST", "/images/load", {"quiet": "1"}, body=data, content_type="application/x-tar", raw=True)
+        for line in answer.decode("utf-8", "replace").splitlines():  # a stream of JSON messages; an error is one of them
+            if '"error' in line:
+                raise RuntimeError("docker load of %s failed: %s" % (", ".join(t for spec in specs for t in spec.tags), line.strip()))
 
     def reset(self):
         """Back to a runtime holding only the sandbox image: the pods, and every container, volume and build cache record
