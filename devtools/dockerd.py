@@ -102,7 +102,8 @@ class EmbeddedCriDockerd(EmbeddedRuntime):
 
     def dockerd_command(self):
         # a network namespace of its own, its loopback up (see the module's docstring); exec keeps dockerd's pid
-        return ["unshare", "--net", "--", "/bin/sh", "-c", 'ip link set lo up && exec "$0" "$@"', DOCKERD, "--config-file", self.config_path] + ([] if self.data_root_in_config else ["--data-root", self.root]) + [
+        netns = ["unshare", "--net", "--", "/bin/sh", "-c", 'ip link set lo up && exec "$0" "$@"']
+        return netns + [DOCKERD, "--config-file", self.config_path] + ([] if self.data_root_in_config else ["--data-root", self.root]) + [
             "--exec-root", self.exec_root, "--pidfile", self.dockerd_pid_path, "-H", self.docker_endpoint,
             "--iptables=false", "--ip-masq=false", "--bridge=none", "--userland-proxy=false",
             "--add-runtime", "%s=%s" % (OCI_RUNTIME, WRAPPER), "--default-runtime", OCI_RUNTIME,

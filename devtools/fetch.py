@@ -221,7 +221,8 @@ def main(argv=None):
         return 1
     for line in CONTAINERD_PREBUILT:
         if not names or "containerd-" + line in names:
-            print("containerd %-4s %s" % (line, containerd_bin_dir(line) or "NOT FOUND in %s: containerd %s will not be tested" % (shared_runtimes_dir(), line)))
+            found = containerd_bin_dir(line) or "NOT FOUND in %s: containerd %s will not be tested" % (shared_runtimes_dir(), line)
+            print("containerd %-4s %s" % (line, found))
     if not names or "crio" in names:
         found = crio_dir()
         print("cri-o          %s" % (found or "NOT FOUND (set %s or provide ../shared/runtimes): cri-o will not be tested" % CRIO_DIR_ENV))

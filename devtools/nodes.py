@@ -27,7 +27,6 @@ from .containerd import SANDBOX_IMAGE, EmbeddedContainerd, parse_size
 from .crio import EmbeddedCrio, _qualified
 from .dockerd import EmbeddedCriDockerd
 from .fetch import containerd_bin_dir, shared_runtimes_dir
-from .images import ImageSpec
 
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriError
 

@@ -67,11 +67,11 @@ def split_ref(ref):
     from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import normalize_image_ref  # pylint: disable=import-outside-toplevel
 
     full = normalize_image_ref(ref)
-    host, _, rest = full.partition("/")
+    host, _sep, rest = full.partition("/")
     if "@" in rest:
-        repo, _, tag = rest.partition("@")
+        repo, _sep, tag = rest.partition("@")
     else:
-        repo, _, tag = rest.rpartition(":")
+        repo, _sep, tag = rest.rpartition(":")
     return host, repo, tag
 
 
@@ -95,7 +95,7 @@ class Registry:
             raise RuntimeError("no %s: install Debian's docker-registry package (scripts/setup.sh does)" % REGISTRY_BIN)
         storage = os.path.join(self.workdir, "storage")
         os.makedirs(storage, exist_ok=True)
-        for _ in range(5):
+        for _attempt in range(5):
             self.port = _free_port()
             config = os.path.join(self.workdir, "config.yml")
             with open(config, "w", encoding="utf-8") as f:
@@ -173,7 +173,6 @@ class Registry:
             for host in hosts:
                 f.write('\n[[registry]]\nprefix = "%s"\nlocation = "%s/%s"\ninsecure = true\n' % (host, self.address, host))
         return path
-
 
     def docker_proxy(self):
         """The DockerPullProxy in front of this registry (started on first use, stopped with the registry)."""

@@ -18,7 +18,8 @@ from ansible_collections.kubenode.gc.plugins.module_utils.storage._storage_polic
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 
 LARGEST = 5
-STORAGE_ACTIONS = ROOT_KINDS + (RELEASE_KIND, "build_cache", "volume")  # what storage_gc removes itself (containerd, Docker); the rest is containerd's collection
+# what storage_gc removes itself (containerd's roots and labels, Docker's build cache and volumes); the rest is containerd's collection
+STORAGE_ACTIONS = ROOT_KINDS + (RELEASE_KIND, "build_cache", "volume")
 CHECK_MODE_NOTE = ("Check mode: the images listed are the kubelet's size-based plan (the candidates, oldest use first, until their "
                    "summed sizes reach the low threshold); the real run removes only images of this plan, in this order, and may stop "
                    "earlier when the measured usage shows the low threshold reached.")

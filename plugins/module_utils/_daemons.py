@@ -10,7 +10,8 @@
 * ``kubelet_process``: the kubelet (a process named ``kubelet``, or MicroK8s's ``kubelite``, whose kubelet flags are
   in the file of its ``--kubelet-args-file``); ``runtime_process``: the process listening on a CRI socket (its inode
   in /proc/net/unix, then the ``socket:[inode]`` links of /proc/<pid>/fd): containerd, cri-o or cri-dockerd;
-  ``dockerd_process``: the dockerd listening on a Docker Engine socket (the one cri-dockerd's ``--docker-endpoint`` names). Each is a ``Process``: pid, name, the
+  ``dockerd_process``: the dockerd listening on a Docker Engine socket (the one cri-dockerd's ``--docker-endpoint``
+  names). Each is a ``Process``: pid, name, the
   command line (/proc/<pid>/cmdline, which holds the values systemd expanded from the unit's Environment= and
   EnvironmentFile=) and the environment (/proc/<pid>/environ).
 * ``go_flags``: the values of a Go daemon's flags (containerd and cri-o use urfave/cli on Go's flag package):

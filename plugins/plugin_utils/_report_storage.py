@@ -109,7 +109,8 @@ def findings(result, storage):
     if size.get("non_k8s_containers"):
         shown = ", ".join(str(o.get("name")) for o in objects("non_k8s_containers")[:3])
         out.append(("non_k8s_containers", "%s in the writable layers of containers Docker runs outside Kubernetes (%s); neither the kubelet "
-                                          "nor this collection removes them, and image GC keeps their images." % (human_bytes(size["non_k8s_containers"]), shown)))
+                                          "nor this collection removes them, and image GC keeps their images."
+                    % (human_bytes(size["non_k8s_containers"]), shown)))
     used, unaccounted = storage["used_bytes"], size.get("unaccounted")
     if used and unaccounted is not None and unaccounted * 100 > used * UNACCOUNTED_SHARE_PERCENT:
         out.append(("large_unaccounted", "%s (%d%%) of the image filesystem's used bytes belong to no runtime object it can see: "

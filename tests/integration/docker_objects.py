@@ -62,6 +62,7 @@ def create_all(runtime, build_dir=None):
     created["log"] = log_bytes(runtime).get(made["container"], 0)
     created["writable"] -= created["log"]
     # a container outside Kubernetes, running, with data in its writable layer
+
     def outside():
         runtime.docker("run", "-d", "--name", "outside-web", "--network", "none", IMAGE,
                        "-c", "busybox head -c %d /dev/urandom > /cache.bin; exec sleep 2147483647" % SIZES["non_k8s"])

@@ -332,7 +332,7 @@ def test_high_100_without_max_age_removes_nothing_at_full_usage(ansible, runtime
 def test_shared_layer_with_an_image_in_use_is_not_over_deleted(ansible, runtime):
     # an image in use and six candidates share one 24 MiB layer; each candidate holds only 64 KiB of its own
     runtime.pull_images([ImageSpec("in-use:1", size=64 << 10, shared_size=24 * MIB)]
-                          + [ImageSpec("cand-%d:1" % n, size=64 << 10, shared_size=24 * MIB) for n in range(6)])
+                        + [ImageSpec("cand-%d:1" % n, size=64 << 10, shared_size=24 * MIB) for n in range(6)])
     pod = runtime.run_pod("user")
     runtime.add_container(pod, "c", "in-use:1", "running")
     now = usage(runtime)

@@ -133,4 +133,5 @@ def test_node_cleanup_removes_listed_images_below_the_thresholds_after_container
     assert sorted(r["id"] for r in res["image_listed"]["removed"]) == sorted(r["id"] for r in plan["image_listed"]["removed"])
     assert tags_left(runtime) == before - gone
     assert [(k["repo_tags"], k["containers"]) for k in res["image_listed"]["listed_kept"] if k["reason"] == "in_use"] == [
-        ([LIB + "vuln:run"], [{"pod_namespace": "shop", "pod_name": "web", "container": "app", "state": "running", "running": True, "outside_kubernetes": False}])]
+        ([LIB + "vuln:run"], [{"pod_namespace": "shop", "pod_name": "web", "container": "app", "state": "running", "running": True,
+                               "outside_kubernetes": False}])]

@@ -55,7 +55,7 @@ def clean_dropins(runtime):
 def test_pin_check_real_idempotent_and_image_gc_keeps_pinned(ansible, clean_dropins, runtime_name):
     runtime = clean_dropins
     runtime.pull_images([ImageSpec("registry.k8s.io/pin-a:1", size=MIB), ImageSpec("registry.k8s.io/pin-b:1", size=MIB),
-                           ImageSpec("junk-pin:1", size=MIB)])
+                         ImageSpec("junk-pin:1", size=MIB)])
     before = pinned_state(runtime)
     args = dict(images=["registry.k8s.io/pin-*"])
 

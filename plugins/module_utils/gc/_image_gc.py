@@ -721,7 +721,8 @@ class _Executor:
         for entry in [r for r in self.result["removed"] if r["id"] in still]:
             self.result["removed"].remove(entry)
             self.freed_by_reason[entry["reason"]] -= entry["size"]
-            self.result["errors"].append({"id": entry["id"], "msg": "The runtime answered RemoveImage of %s with success but still lists the image." % entry["id"]})
+            msg = "The runtime answered RemoveImage of %s with success but still lists the image." % entry["id"]
+            self.result["errors"].append({"id": entry["id"], "msg": msg})
 
     def _removed(self, img, reason):
         self.result["removed"].append(_entry(img, reason))

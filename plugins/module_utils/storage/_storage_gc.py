@@ -119,8 +119,8 @@ def run(client, opts, check_mode=False):
         result["warnings"][:0] = lock_warnings
         return result
     if _set(opts, DOCKER_ONLY):
-        result["warnings"].append("%s apply to Docker Engine nodes (cri-dockerd) and do nothing on %s." % (" and ".join(_set(opts, DOCKER_ONLY)),
-                                                                                                          version.runtime_name))
+        names = " and ".join(_set(opts, DOCKER_ONLY))
+        result["warnings"].append("%s apply to Docker Engine nodes (cri-dockerd) and do nothing on %s." % (names, version.runtime_name))
     if version.runtime_name != "containerd":
         result["supported"] = False
         result["warnings"].append(CRIO_WARNING % version.runtime_name)

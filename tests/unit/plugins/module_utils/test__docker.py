@@ -159,7 +159,8 @@ def test_outside_containers_are_those_the_cri_does_not_list_and_conflicts_name_t
         ("ci1", "ci-runner", "running", "sha256:t", True, None), ("old1", "old", "exited", "sha256:o", True, None)]
     assert out[0]["created_at_ns"] == 5 * SECOND
     for message, cid in (
-            ('conflict: unable to remove repository reference "tools:1" (must force) - container 5c1d2e3f4a5b is using its referenced image 81818e6dc230', "5c1d2e3f4a5b"),
+            ('conflict: unable to remove repository reference "tools:1" (must force) - container 5c1d2e3f4a5b is using its referenced '
+             'image 81818e6dc230', "5c1d2e3f4a5b"),
             ("conflict: unable to delete 81818e6dc230 (must be forced) - image is being used by stopped container 0123456789ab", "0123456789ab"),
             ("conflict: unable to delete 81818e6dc230 (cannot be forced) - image is being used by running container abcdefabcdef", "abcdefabcdef"),
             ("conflict: unable to delete 81818e6dc230 (cannot be forced) - image has dependent child images", None),

@@ -109,8 +109,8 @@ def test_docker_nodes_have_their_own_categories_and_findings():
     docker = {"changed": False, "used_bytes": 65 * MiB, "categories": cats, "nodefs": None}
     report = ar.audit_report([{"host": "d1", "disk_usage": docker}, {"host": "c1", "disk_usage": disk_usage(10 * MiB, k8s_images=9 * MiB)}])
     by = {n["host"]: n for n in report["nodes"]}
-    assert list(by["d1"]["storage"]["categories"]) == ["k8s_images", "writable_layers", "non_k8s_containers", "container_logs", "volumes",
-                                                      "build_cache", "unaccounted"]
+    assert list(by["d1"]["storage"]["categories"]) == ["k8s_images", "writable_layers", "non_k8s_containers", "container_logs",
+                                                       "volumes", "build_cache", "unaccounted"]
     assert "build_cache" not in by["c1"]["storage"]["categories"] and "leased" in by["c1"]["storage"]["categories"]
     codes = {f["code"]: f for f in by["d1"]["findings"]}
     assert set(codes) == {"build_cache", "unused_volumes", "non_k8s_containers"}
