@@ -115,7 +115,7 @@ IMAGES_LOG=""
 if want integration && { want fleet || want molecule; }; then
   IMAGES_LOG=$(mktemp)
   echo "(building the node images and the execution environment in the background, log $IMAGES_LOG)"
-  (python -m devtools.cli node-image containerd-1.6 containerd-1.7 containerd-2.1 crio && bash tests/ee/build.sh) >"$IMAGES_LOG" 2>&1 &
+  (python -m devtools.cli node-image containerd-1.6 containerd-1.7 containerd-2.1 crio cri-dockerd && bash tests/ee/build.sh) >"$IMAGES_LOG" 2>&1 &
   IMAGES_PID=$!
 fi
 wait_images() {
@@ -130,7 +130,7 @@ wait_images() {
 }
 
 if want integration; then
-step "integration tests (real runtimes: containerd 1.6, 1.7, 2.1, 2.2, 2.3, cri-o)"
+step "integration tests (real runtimes: containerd 1.6, 1.7, 2.1, 2.2, 2.3, cri-o, Docker Engine through cri-dockerd)"
 # two workers; each (test module, runtime) pair stays on one worker (one runtime instance per module), the largest first
 python -m pytest -p no:cacheprovider -n 2 --dist loadgroup tests/integration
 fi
@@ -146,7 +146,7 @@ if want fleet; then
 step "fleet playbooks on real node containers (docker connection, and SSH with sudo), the audit in the execution environment"
 wait_images
 # every node image at once (in parallel), for the fleet and Molecule
-python -m devtools.cli node-image containerd-1.6 containerd-1.7 containerd-2.1 crio
+python -m devtools.cli node-image containerd-1.6 containerd-1.7 containerd-2.1 crio cri-dockerd
 [ -n "$(python -m devtools.cli crio-dir)" ] \
   || echo "!!!! cri-o was NOT tested in the fleet: no ../shared/runtimes and KUBENODE_GC_CRIO_DIR unset: node-a runs containerd 1.6 !!!!"
 # the execution environment, built with ansible-builder from a debootstrapped Debian base (minutes the

@@ -84,11 +84,14 @@ def _imagefs(cri, policy_run):
 
 
 def _container_filesystems(cri):
-    """The ``kind: container`` entries of cri_info.imagefs: a split image filesystem (cri-o's imagestore)."""
+    """The ``kind: container`` entries of cri_info.imagefs on another mountpoint than the image filesystem: a split image
+    filesystem (cri-o's imagestore). cri-dockerd reports dockerd's data root as both: not split, nothing here."""
     filesystems = (cri or {}).get("imagefs")
+    filesystems = filesystems if isinstance(filesystems, list) else []
+    images = {fs.get("mountpoint") for fs in filesystems if isinstance(fs, Mapping) and fs.get("kind") == "image"}
     out = []
-    for fs in filesystems if isinstance(filesystems, list) else []:
-        if isinstance(fs, Mapping) and fs.get("kind") == "container":
+    for fs in filesystems:
+        if isinstance(fs, Mapping) and fs.get("kind") == "container" and fs.get("mountpoint") not in images:
             entry = {key: fs.get(key) for key in IMAGEFS_KEYS}
             for key in IMAGEFS_KEYS[1:]:
                 entry[key] = _int(entry[key])

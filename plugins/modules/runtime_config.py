@@ -8,7 +8,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: runtime_config
-short_description: Read, audit and set the storage settings of containerd and CRI-O in their TOML configuration files
+short_description: Read, audit and set the storage settings of containerd and CRI-O in their TOML files; report Docker Engine's data root
 version_added: 0.1.0
 description:
   - Reads the storage settings of the container runtime (where it keeps images and state, which snapshotter or storage driver
@@ -36,6 +36,13 @@ description:
     C(--state /run/k3s/containerd), which win over the file. RV(current) reports those (with C(root_from_command_line)
     and C(state_from_command_line) findings when the file says otherwise), a C(root) or C(state) setting fails, and the
     generated file is never edited (see below)."
+  - "Docker Engine (O(runtime=docker), cri-dockerd on the CRI socket): read only. The module reports dockerd's data root - the
+    image filesystem's root - from the running dockerd (the one listening on the socket the running cri-dockerd's
+    C(--docker-endpoint) names, else C(/var/run/docker.sock); else C(docker.service)'s command line): its C(--data-root),
+    else C(data-root) of its C(daemon.json) (its C(--config-file), else C(/etc/docker/daemon.json), or O(path)), else
+    C(/var/lib/docker). With O(query_runtime) a C(data_root_not_imagefs) finding says when the image filesystem
+    cri-dockerd reports to the kubelet (the running dockerd's data root) is another directory. Editing dockerd's
+    configuration is out of scope: O(settings) and O(content) fail with one sentence and nothing is written."
   - "k0s: its containerd reads C(/etc/k0s/containerd.toml) (which k0s writes, C(# k0s_managed=true)) and its imports, with
     C(--root /var/lib/k0s/containerd) and C(--state /run/k0s/containerd)."
   - "Generated files are never edited: a file whose header (the comment lines it starts with) says C(DO NOT EDIT), or
@@ -136,8 +143,10 @@ options:
         if O(path) (when not given, C(/etc/containerd/config.toml) or RKE2's or k3s's config) exists, V(crio) if
         C(/etc/containers/storage.conf), C(/etc/crio/crio.conf) or C(/etc/crio/crio.conf.d) exists, and the module fails
         when both or neither do.
+      - V(docker) (cri-dockerd in front of Docker Engine) is read only; it is what the running runtime gives when cri-dockerd
+        listens on the CRI socket.
     type: str
-    choices: [containerd, crio]
+    choices: [containerd, crio, docker]
   path:
     description:
       - The runtime's main configuration file. When not set, the C(--config) of the running runtime (with O(query_runtime)),
@@ -353,6 +362,8 @@ current:
       C(pinned_images). For k3s and RKE2, C(root) and C(state) are those of their containerd command line.
       containerd's values are those of the main file merged with its C(imports).
     - For CRI-O, C(storage.conf) values are overridden by C([crio]) keys of C(crio.conf) and then by the drop-ins.
+    - For Docker Engine, C(data_root), C(data_root_source) (V(command_line), V(config_file) or V(default)), C(config_file)
+      (the C(daemon.json) read), C(config_file_exists) and C(docker_endpoint) (the engine's socket).
   returned: always
   type: dict
   sample: {"config_version": 2, "root": "/var/lib/containerd", "state": "/run/containerd", "snapshotter": "overlayfs",
@@ -390,7 +401,8 @@ findings:
       on 1.x its C(discard_unpacked_layers),
       cri-o's configuration its graphroot, runroot, driver or imagestore), C(daemon_reads_other_file)
       (O(path), O(storage_path) or O(dropin_dir) is not what the runtime reads), C(template_placeholder) (a C(${VAR}) value
-      of a template), C(runtime_unreachable) and C(runtime_other) (the socket belongs to another runtime, so the runtime
+      of a template), C(data_root_not_imagefs) (Docker Engine - dockerd's configured data root is not the image filesystem
+      cri-dockerd reports), C(runtime_unreachable) and C(runtime_other) (the socket belongs to another runtime, so the runtime
       checks were skipped), C(untrusted_daemon_process) (the process listening on the socket is not root's, or runs from an
       executable another user owns or may write; ignored, named by pid, uid and executable) and C(untrusted_path) (a file
       was read through a directory or link another user owns or may write; an edit of it is refused).
@@ -414,7 +426,8 @@ daemon:
   description:
     - The running runtime whose command line the module used (with O(query_runtime)) - its C(pid) and the C(flags) read from
       its command line and environment (C(config), C(config-dir), C(root), C(state), C(runroot), C(pause-image),
-      C(storage-driver), C(imagestore), C(address), C(storage-conf)); V(null) when none was read.
+      C(storage-driver), C(imagestore), C(address), C(storage-conf); for Docker Engine the running dockerd's C(data-root),
+      C(config-file) and C(exec-root)); V(null) when none was read.
   returned: always
   type: dict
   sample: {"pid": 812, "flags": {"config": "/etc/containerd/config.toml", "root": "/data/containerd"}}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: storage_gc
-short_description: Free containerd storage the CRI cannot see by removing roots and letting containerd's own garbage collector collect
+short_description: Free the storage the CRI cannot see - containerd's roots, Docker Engine's build cache and unused volumes
 version_added: 0.1.0
 description:
   - Plans and, outside check mode, frees containerd storage that no CRI tool (the kubelet, C(crictl), M(kubenode.gc.image_gc))
@@ -34,8 +34,22 @@ description:
     blob (V(usedat<DURATION|KEY) or V(usedat>DURATION|KEY)) keeps that snapshot while the object is kept and the snapshot's
     C(containerd.io/gc.cond.value-usedat) time is younger or older than the duration. What no root reaches is collected."
   - Works on containerd 1.6, 1.7, 2.0, 2.1, 2.2 and 2.3. A version of another line gets the newest line's rules (an older
-    1.x gets 1.6's), and a warning says so. On cri-o it returns RV(supported=false) with one warning naming the safe
-    procedure (drain the node, C(crio wipe)) and changes nothing.
+    1.x gets 1.6's), and a warning says so. It also works on Docker Engine through cri-dockerd (below). On cri-o it
+    returns RV(supported=false) with one warning naming the safe procedure (drain the node, C(crio wipe)) and changes
+    nothing.
+  - "B(Docker Engine) (the runtime behind cri-dockerd, CRI runtime name V(docker)): the module talks to the engine the running
+    cri-dockerd's C(--docker-endpoint) names (else C(DOCKER_HOST), else C(unix:///var/run/docker.sock)), and only when that
+    engine's data root is the image filesystem cri-dockerd reports. It removes, through the Engine API only, never files:
+    BuildKit's build cache records not used for longer than O(build_cache_max_age) and not in use (one C(POST /build/prune)
+    per record, children before their parents, with the age as BuildKit's own C(until) filter, so a record used since the
+    plan stays), and with O(remove_unused_volumes) the anonymous volumes no container references (C(DELETE /volumes/{name})
+    without force, which the engine refuses for a volume a container uses). Named volumes are never removed (Docker's
+    own C(volume prune) also removes unused named volumes on Docker 20.10, so it is not used). Images stay
+    M(kubenode.gc.image_gc)'s job, and no container, inside Kubernetes or outside it, is touched. RV(removed) is confirmed
+    from C(GET /system/df) after the removals. The containerd options (O(namespaces), O(keep_images), O(ingest_max_age),
+    O(lease_max_age), O(release_gc_roots), O(discard_unpacked_layers)) do nothing there (a warning names those set, but
+    O(keep_images) and O(ingest_max_age), which have values everywhere); O(build_cache_max_age) and O(remove_unused_volumes) do
+    nothing on containerd, also with a warning."
   - "Object kinds, what containerd's own garbage collector already does with each, and why this module's action is safe:"
   - "B(Ingests) (partial downloads, C(content.ListStatuses), one per namespace that opened it): containerd's GC keeps an ingest
     as long as a lease holds it, or, outside a lease, until an expiry of its own, which containerd writes (24 hours ahead)
@@ -134,6 +148,20 @@ options:
       - Leases created longer ago than this Go duration are deleted, expired or not. Unset, only leases whose
         C(containerd.io/gc.expire) has passed are deleted. Keep it longer than the longest pull of the node.
     type: str
+  build_cache_max_age:
+    description:
+      - Docker Engine only. Build cache records (BuildKit's, as C(docker system df -v) lists them) last used longer ago than
+        this Go duration (C(168h), C(30m)) are removed, unless a build uses them now. A record an image shares (its layer
+        is that image's) is removed from the cache with 0 bytes freed (the bytes stay with the image).
+      - Unset, no build cache record is removed.
+    type: str
+  remove_unused_volumes:
+    description:
+      - Docker Engine only. Also remove the anonymous volumes (created without a name - Docker 23 and later label them
+        C(com.docker.volume.anonymous), Docker 20.10 names them with 64 hexadecimal digits) of the C(local) driver that no
+        container, running or not, references. Named volumes are never removed.
+    type: bool
+    default: false
   release_gc_roots:
     description:
       - Also remove the C(containerd.io/gc.root) label (on containerd 2.2 and later, every label whose key starts with it)
@@ -177,6 +205,11 @@ EXAMPLES = r"""
 - name: Free the second, compressed copy of every unpacked image's layers
   kubenode.gc.storage_gc:
     discard_unpacked_layers: true
+
+- name: On a Docker Engine node, free build cache unused for a week and anonymous volumes no container references
+  kubenode.gc.storage_gc:
+    build_cache_max_age: 168h
+    remove_unused_volumes: true
   become: true
 
 - name: Free stale ingests, expired leases, the images Docker left in containerd, and what only gc.root labels keep
@@ -190,7 +223,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 supported:
-  description: V(false) on a runtime other than containerd (nothing changed).
+  description: V(false) on a runtime other than containerd and Docker Engine (nothing changed).
   returned: always
   type: bool
 plan:
@@ -203,6 +236,8 @@ plan:
       what containerd's collection frees after them, as the model of its collector predicts: V(content) (digest), V(snapshot)
       (key), and any V(lease), V(ingest) or (2.x) V(image) it removes by itself (the module never removes those itself: an
       ingest whose lease the plan deletes, an expired image record)."
+    - "On Docker Engine, each with C(kind), C(id) and C(bytes) (no C(namespace)): V(build_cache) (the record's id; C(bytes) its
+      size, 0 when an image shares it), children before their parents, then V(volume) (the volume's name; C(bytes) its usage)."
     - "C(bytes): what the object itself takes: an ingest's written bytes, a snapshot's usage, a blob's size (on the last record
       of that digest, a blob being one file for every namespace; a V(layer_blob)'s too), 0 for the records and labels. So the plan's bytes add up
       to what the run frees. The same in check mode and for real."
@@ -222,7 +257,7 @@ removed:
   type: list
   elements: dict
 freed_bytes:
-  description: Used bytes of the image filesystem before minus after (C(statvfs)); 0 in check mode.
+  description: Used bytes of the image filesystem (on Docker Engine, of its data root) before minus after (C(statvfs)); 0 in check mode.
   returned: always
   type: int
 already_gone:
@@ -231,7 +266,8 @@ already_gone:
   type: list
   elements: dict
 rpc_calls:
-  description: How many calls of each method the module made (containerd's own API as C(containerd.<service>.<Method>)).
+  description: How many calls of each method the module made (containerd's own API as C(containerd.<service>.<Method>), Docker's
+    Engine API as C(docker.<Operation>)).
   returned: always
   type: dict
 """

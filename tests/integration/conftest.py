@@ -7,7 +7,8 @@ Modules run through ``ansible-playbook`` against localhost, from the collection
 tarball that ``ansible-galaxy collection build`` makes of this checkout.
 
 Tests that use the ``runtime`` fixture run on the runtimes of the matrix (``devtools.runtimes``; test ids
-ctrd16, ctrd17, ctrd21, ctrd22, ctrd23, crio), one runtime instance per test module and runtime.  Which runtimes is
+ctrd16, ctrd17, ctrd21, ctrd22, ctrd23, crio,
+dockerd), one runtime instance per test module and runtime.  Which runtimes is
 declared by every module whose tests take a runtime (a test may override its module with its own mark), and the
 collection fails for a module that does not say:
 
@@ -122,6 +123,13 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             "!!!!! cri-o was NOT tested: no crio and pinns binaries in %s (set %s to a directory holding them) !!!!!"
             % (fetch.crio_search_dir(), runtimes.CRIO_DIR_ENV),
+            red=True,
+            bold=True,
+        )
+    if "cri-dockerd" in MISSING_RUNTIMES:
+        terminalreporter.write_line(
+            "!!!!! cri-dockerd was NOT tested: no cri-dockerd in %s (set %s to a directory holding it) or no Debian docker.io (/usr/sbin/dockerd) !!!!!"
+            % (fetch.shared_runtimes_dir(), fetch.SHARED_RUNTIMES_ENV),
             red=True,
             bold=True,
         )

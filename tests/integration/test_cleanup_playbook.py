@@ -12,6 +12,8 @@ import pytest
 import yaml
 
 from devtools.faults import CrashAfter
+
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import normalize_image_ref
 from devtools.images import ImageSpec
 from tests.integration import storage_objects as so
 from tests.integration.conftest import BIN
@@ -22,7 +24,7 @@ pytestmark = pytest.mark.runtimes("one")
 MIB = 1 << 20
 
 
-def cleanup(ansible, runtime, tmp_path, endpoint, extra_args=(), **extra):
+def cleanup(ansible, runtime, tmp_path, endpoint, extra_args=(), env=None, **extra):
     node = {
         "ansible_connection": "local",
         "ansible_python_interpreter": os.path.join(BIN, "python"),
@@ -39,7 +41,7 @@ def cleanup(ansible, runtime, tmp_path, endpoint, extra_args=(), **extra):
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gc-node": node}}}))
     cmd = [os.path.join(BIN, "ansible-playbook"), "kubenode.gc.cleanup", "-i", str(inventory)] + list(extra_args)
-    return subprocess.run(cmd, cwd=str(tmp_path), env=ansible.env(), capture_output=True, text=True, check=False)
+    return subprocess.run(cmd, cwd=str(tmp_path), env=ansible.env(env), capture_output=True, text=True, check=False)
 
 
 def history(tmp_path):
@@ -57,12 +59,12 @@ def test_a_node_whose_image_gc_failed_gets_a_history_record_of_its_partial_work(
     runtime.pull_images([ImageSpec("hist-%d:1" % n, size=MIB, share_base=False) for n in range(4)])
     pod = runtime.run_pod("keeper")
     runtime.add_container(pod, "k", "hist-0:1", "running")
-    ids = {t: i.id for i in runtime.client.list_images() for t in i.repo_tags}
+    ids = {normalize_image_ref(t): i.id for i in runtime.client.list_images() for t in i.repo_tags}
     before = set(ids.values())
     candidates = before - {ids["docker.io/library/hist-0:1"], ids[runtime.sandbox_image]}
     try:
         with CrashAfter(runtime, 2) as proxy:
-            proc = cleanup(ansible, runtime, tmp_path, proxy.endpoint)
+            proc = cleanup(ansible, runtime, tmp_path, proxy.endpoint, env=proxy.env)
         assert proxy.removed == 2 and proxy.crashed
     finally:
         runtime.restart()
@@ -149,6 +151,9 @@ def test_cleanup_storage_removes_other_namespace_images_and_records_them(ansible
     """Issue 24: kubenode_gc_cleanup_storage runs storage_gc after image GC; the history record and the summary name what it removed."""
     if runtime.kind == "cri-o":
         return  # storage_gc refuses cri-o (test_storage_gc.py); the cleanup's record of that is a unit test
+    if runtime.kind == "docker":
+        _docker_storage(ansible, runtime, tmp_path)
+        return
     so.import_into(runtime, "moby", [ImageSpec("docker.io/library/moby-cleanup:1", size=2 * MIB, share_base=False)])
     runtime.pull_images([ImageSpec("registry.k8s.io/cleanup-used:1", size=MIB, share_base=False)])
     pod = runtime.run_pod("storage-keeper")
@@ -180,8 +185,8 @@ def test_cleanup_storage_removes_other_namespace_images_and_records_them(ansible
 def test_cleanup_storage_discards_the_layer_blobs_of_unpacked_images_and_names_them(ansible, runtime, tmp_path):
     """Issue 42: kubenode_gc_cleanup_storage_discard_unpacked_layers frees the compressed layer blobs of the images in use
     (prune keeps those); the history record names each blob's images, the summary too, and the image still starts containers."""
-    if runtime.kind == "cri-o":
-        return  # storage_gc refuses cri-o (test_layer_blobs.py)
+    if runtime.kind in ("cri-o", "docker"):
+        return  # containerd's layer blobs: storage_gc refuses cri-o (test_layer_blobs.py), Docker keeps no compressed copy
     name = "registry.k8s.io/cleanup-layers:1"
     runtime.pull_images([ImageSpec(name, size=MIB, share_base=False)])
     runtime.add_container(runtime.run_pod("layers-keeper"), "k", name, "running")
@@ -199,6 +204,35 @@ def test_cleanup_storage_discards_the_layer_blobs_of_unpacked_images_and_names_t
     assert {i.id for i in runtime.client.list_images() if name in i.repo_tags} == ids
     cid = runtime.add_container(runtime.run_pod("layers-again"), "again", name)
     assert runtime.client.container_status(cid).status.state == 1
+
+
+def _docker_storage(ansible, runtime, tmp_path):
+    """Docker Engine: the cleanup's storage step removes the build cache and the anonymous volume no container references, and
+    its record and summary name them."""
+    import time
+
+    from tests.integration import docker_objects as do
+
+    runtime.pull_images([ImageSpec(do.IMAGE, size=MIB)])
+    cache = do.build(runtime)
+    runtime.docker("run", "--name", "left-volume", "--network", "none", "-v", "/vol", do.IMAGE, "-c", "busybox head -c 1048576 /dev/urandom > /vol/x")
+    volume = runtime.docker("inspect", "-f", "{{range .Mounts}}{{.Name}}{{end}}", "left-volume").strip()
+    runtime.docker("rm", "left-volume")
+    time.sleep(2)  # the cache records were last used at least this long ago
+    proc = cleanup(ansible, runtime, tmp_path, runtime.endpoint, extra_args=[
+        "-e", "kubenode_gc_cleanup_storage=true", "-e", "kubenode_gc_cleanup_storage_build_cache_max_age=1s",
+        "-e", "kubenode_gc_cleanup_storage_remove_unused_volumes=true"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (record,) = history(tmp_path)
+    storage = record["storage"]
+    assert storage["supported"] is True and storage["removed"] == storage["plan"]
+    removed = {(i["kind"], i["id"]) for i in storage["removed"]}
+    assert {("build_cache", c) for c in cache} | {("volume", volume)} <= removed
+    assert storage["freed_bytes"] >= MIB
+    assert not {r["ID"] for r in runtime.api.system_df().get("BuildCache") or []} & set(cache)
+    assert volume not in {v["Name"] for v in runtime.api.request("VolumeList", "GET", "/volumes")["Volumes"]}
+    assert "gc-node: storage_gc removed %d object(s): " % len(storage["removed"]) in proc.stdout
+    assert "volume %s (1.0 MiB)" % volume in proc.stdout
 
 
 def test_serial_and_hosts_from_the_inventory_are_refused_and_take_effect_with_e(ansible, runtime, tmp_path):

@@ -102,12 +102,16 @@ def test_reports_exactly_what_the_runtime_holds(ansible, runtime, scene, interpr
     assert RFC3339.match(batch["created_at"])
 
     # imagefs: the tmpfs, with the kubelet's usage from statvfs
-    if want.container_filesystems:
+    if want.container_filesystems == "split":
         fs, cfs = res["imagefs"]
         assert cfs["kind"] == "container"
         assert cfs["mountpoint"] == runtime.containerfs_mountpoint
         assert cfs["capacity_bytes"] == runtime.containerfs_size
         assert res["split_imagefs"] is True
+    elif want.container_filesystems == "same":
+        fs, cfs = res["imagefs"]
+        assert cfs["kind"] == "container" and cfs["mountpoint"] == fs["mountpoint"]
+        assert res["split_imagefs"] is False
     else:
         (fs,) = res["imagefs"]
         assert res["split_imagefs"] is False

@@ -41,6 +41,9 @@ def test_disk_usage_attributes_every_kind(ansible, runtime, runtime_name):
     if runtime.kind == "cri-o":
         _crio(ansible, runtime, args)
         return
+    if runtime.kind == "docker":
+        _docker(ansible, runtime, args)
+        return
     made, created = so.create_all(runtime, logs)
     res = ansible.module("kubenode.gc.disk_usage", args, check=True)
     assert not res.get("failed"), res.get("msg")
@@ -117,10 +120,62 @@ def _crio(ansible, runtime, args):
     assert any("cannot see" in w for w in res.get("warnings", []))
 
 
+def _docker(ansible, runtime, args):
+    """Every kind of object a Docker node holds (docker_objects), each category within 10 % of ``docker system df -v`` and of
+    the bytes statvfs saw it take; layers shared between images counted once; every byte of the data root attributed."""
+    from tests.integration import docker_objects as do
+
+    made, created = do.create_all(runtime)
+    res = ansible.module("kubenode.gc.disk_usage", args, check=True)
+    assert not res.get("failed"), res.get("msg")
+    assert res["changed"] is False and res["not_visible"] == [] and res["walks_stopped_early"] == []
+    assert res["mountpoint"] == runtime.root
+    cats = res["categories"]
+    assert list(cats) == ["k8s_images", "writable_layers", "non_k8s_containers", "container_logs", "volumes", "build_cache", "unaccounted"]
+    docker = do.system_df(runtime)
+    names = {c["Id"]: c["Names"][0].lstrip("/") for c in runtime.api.containers()}
+    # images: Docker's own total (each layer once), which the statvfs of the pull matches; the sum of the CRI's image
+    # sizes counts the base layer they share once per image
+    near(cats["k8s_images"]["bytes"], docker["images"], "k8s_images against docker system df")
+    image = by_id(cats["k8s_images"])[made["image_id"]]
+    near(image["bytes"], created["k8s_image"], "the pulled image's own layers")
+    assert cats["k8s_images"]["bytes"] < sum(i.size for i in runtime.client.list_images())
+    # containers: the kubelet's (io.kubernetes.* labels: the pod's container and its sandbox) and the others
+    k8s = {n: b for n, b in docker["containers"].items() if n.startswith("k8s_")}
+    near(cats["writable_layers"]["bytes"], sum(k8s.values()), "writable_layers against docker system df -v")
+    near(by_id(cats["writable_layers"])[made["container"]]["bytes"], created["writable"], "the pod container's writable layer")
+    others = {n: b for n, b in docker["containers"].items() if not n.startswith("k8s_")}
+    near(cats["non_k8s_containers"]["bytes"], sum(others.values()), "non_k8s_containers against docker system df -v")
+    web = by_id(cats["non_k8s_containers"])[made["non_k8s"]]
+    assert (web["name"], web["image"], web["state"]) == ("outside-web", do.IMAGE, "running")
+    near(web["bytes"], created["non_k8s"], "the docker run container's writable layer")
+    # logs: Docker's json-file logs of every container, as the filesystem says
+    on_disk = do.log_bytes(runtime)
+    near(cats["container_logs"]["bytes"], sum(on_disk.values()), "container_logs against the json-file logs")
+    near(by_id(cats["container_logs"])[made["container"]]["bytes"], created["log"], "the pod container's log")
+    assert {o["id"] for o in cats["container_logs"]["objects"]} <= set(names)
+    # volumes, each with whether a container uses it
+    near(cats["volumes"]["bytes"], sum(docker["volumes"].values()), "volumes against docker system df -v")
+    volumes = by_id(cats["volumes"], "name")
+    assert (volumes["kept-data"]["in_use"], volumes["kept-data"]["anonymous"]) == (True, False)
+    assert (volumes[made["anonymous_volume"]]["in_use"], volumes[made["anonymous_volume"]]["anonymous"]) == (True, True)
+    assert (volumes[made["dangling_volume"]]["in_use"], volumes[made["dangling_volume"]]["anonymous"]) == (False, True)
+    for key, name in (("named_volume", "kept-data"), ("anonymous_volume", made["anonymous_volume"]), ("dangling_volume", made["dangling_volume"])):
+        near(volumes[name]["bytes"], do.SIZES[key], key)
+    # build cache: the records no image shares, as docker system df counts them
+    near(cats["build_cache"]["bytes"], docker["build_cache"], "build_cache against docker system df")
+    near(cats["build_cache"]["bytes"], created["build_cache"], "the build's cached layer")
+    assert set(made["build_cache"]) <= {o["id"] for o in cats["build_cache"]["objects"]}
+    # every byte once: the categories add up to the data root's used bytes, the rest is Docker's own metadata
+    assert sum(c["bytes"] for c in cats.values()) == res["used_bytes"]
+    assert 0 <= cats["unaccounted"]["bytes"] < 0.2 * res["used_bytes"]
+    assert res["rpc_calls"]["docker.SystemDataUsage"] == 1 and "ListContainerStats" not in res["rpc_calls"]
+
+
 def test_disk_usage_sees_every_byte(ansible, runtime):
     """native snapshots, a ctr container in k8s.io, one ingest ref in two namespaces and logs outside pod_logs_dir."""
-    if runtime.kind == "cri-o":
-        return  # containerd's objects; cri-o's storage is test_disk_usage_attributes_every_kind's
+    if runtime.kind in ("cri-o", "docker"):
+        return  # containerd's objects; cri-o's and Docker's storage are test_disk_usage_attributes_every_kind's
     from devtools.images import ImageSpec
 
     mount = runtime.imagefs_mountpoint
@@ -221,6 +276,8 @@ def test_disk_usage_log_paths_without_a_call_per_container(ansible, runtime):
     from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import ContainerdClient
     from ansible_collections.kubenode.gc.plugins.module_utils.storage import _disk_usage
 
+    if runtime.kind == "docker":
+        return  # Docker's logs are json-files in its data root, found through its containers: _docker
     runtime.pull_images([ImageSpec("registry.k8s.io/log-paths:1", size=so.MIB)])
     base = os.path.join(runtime.imagefs_mountpoint if runtime.kind == "cri-o" else runtime.root, "log-paths")
     empty = os.path.join(runtime.workdir, "no-pod-logs")  # pod_logs_dir: the fallback finds nothing there

@@ -12,6 +12,8 @@ from devtools.images import ImageSpec
 from tests.integration.expectations import expect
 from tests.integration.test_image_gc import MIB, gc, tags_left
 
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._snapshot import full_names
+
 pytestmark = pytest.mark.runtimes("every")
 
 LIB = "docker.io/library/"
@@ -34,9 +36,10 @@ def node(runtime):
     runtime.add_container(web, "app", "vuln:run", "running")
     batch = runtime.run_pod("batch", namespace="jobs")
     runtime.exited = runtime.add_container(batch, "step", "vuln:exited", "exited")
-    (retired,) = [i for i in runtime.client.list_images() if LIB + "retired:1" in i.repo_tags]
+    # names in full (Docker lists docker.io's by their short names)
+    (retired,) = [i for i in runtime.client.list_images() if LIB + "retired:1" in full_names(i.repo_tags)]
     # by repo digest (repository@sha256:...) where the runtime gives offline images one (cri-o), else by its sha256: id (containerd)
-    runtime.retired_digest = sorted(retired.repo_digests)[0] if expect(runtime).repo_digests else retired.id
+    runtime.retired_digest = sorted(full_names(retired.repo_digests))[0] if expect(runtime).repo_digests else retired.id
     assert runtime.retired_digest.startswith(("docker.io/library/retired@sha256:", "docker.io/library/other-name@sha256:", "sha256:"))
     return runtime
 
@@ -74,9 +77,9 @@ def test_listed_removes_exactly_the_unused_named_images_and_names_the_pods_of_th
     assert set(kept) == {runtime.sandbox_image, LIB + "vuln:run", LIB + "vuln:exited", "registry.example.com/vuln:1"}
     assert kept[LIB + "vuln:run"]["reason"] == "in_use" and kept[LIB + "vuln:run"]["patterns"] == ["*/vuln:*"]
     assert kept[LIB + "vuln:run"]["containers"] == [
-        {"pod_namespace": "shop", "pod_name": "web", "container": "app", "state": "running", "running": True}]
+        {"pod_namespace": "shop", "pod_name": "web", "container": "app", "state": "running", "running": True, "outside_kubernetes": False}]
     assert kept[LIB + "vuln:exited"]["containers"] == [
-        {"pod_namespace": "jobs", "pod_name": "batch", "container": "step", "state": "exited", "running": False}]
+        {"pod_namespace": "jobs", "pod_name": "batch", "container": "step", "state": "exited", "running": False, "outside_kubernetes": False}]
     assert (kept[runtime.sandbox_image]["reason"], kept[runtime.sandbox_image]["containers"]) == ("sandbox", [])
     assert (kept["registry.example.com/vuln:1"]["reason"], kept["registry.example.com/vuln:1"]["containers"]) == ("keep_list", [])
     warned = " ".join(real["warnings"])
@@ -134,4 +137,5 @@ def test_node_cleanup_removes_listed_images_below_the_thresholds_after_container
     assert sorted(r["id"] for r in res["image_listed"]["removed"]) == sorted(r["id"] for r in plan["image_listed"]["removed"])
     assert tags_left(runtime) == before - gone
     assert [(k["repo_tags"], k["containers"]) for k in res["image_listed"]["listed_kept"] if k["reason"] == "in_use"] == [
-        ([LIB + "vuln:run"], [{"pod_namespace": "shop", "pod_name": "web", "container": "app", "state": "running", "running": True}])]
+        ([LIB + "vuln:run"], [{"pod_namespace": "shop", "pod_name": "web", "container": "app", "state": "running", "running": True,
+                               "outside_kubernetes": False}])]

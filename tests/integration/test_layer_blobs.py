@@ -10,8 +10,12 @@ manifest names (``ctr content get``), the blob files in containerd's content sto
 import json
 import os
 
+import pytest
+
 from devtools.images import ImageSpec
 from tests.integration import storage_objects as so
+
+pytestmark = pytest.mark.runtimes("every")  # each containerd line's pulls and collector; cri-o and Docker keep no compressed copy
 
 MIB = so.MIB
 PULLED = [ImageSpec("registry.k8s.io/layers-a:1", size=3 * MIB),  # shares the busybox base layer with the sandbox image
@@ -67,7 +71,7 @@ def cri_images(runtime):
 
 
 def test_unpacked_images_layer_blobs_are_counted_and_freed(ansible, runtime):
-    if runtime.kind == "cri-o":
+    if runtime.kind in ("cri-o", "docker"):
         _crio(ansible, runtime)
         return
     mount = runtime.imagefs_mountpoint
@@ -147,7 +151,7 @@ def _crio(ansible, runtime):
 def test_discard_unpacked_layers_in_the_config_applies_to_new_pulls(ansible, runtime):
     """runtime_config writes discard_unpacked_layers where this containerd reads it; after a restart a pulled image leaves
     no layer blob, its containers start, and disk_usage and storage_gc have nothing to add."""
-    if runtime.kind == "cri-o":
+    if runtime.kind in ("cri-o", "docker"):
         res = ansible.module("kubenode.gc.runtime_config", dict(runtime="crio", settings={"discard_unpacked_layers": True}, query_runtime=False))
         assert res.get("failed") and "Unknown settings key discard_unpacked_layers for runtime crio" in res["msg"]
         return

@@ -59,8 +59,8 @@ def round_trip(ansible, runtime, **args):
 
 
 def test_plan_predicts_containerds_collection(ansible, runtime):
-    if runtime.kind == "cri-o":
-        return  # storage_gc says supported: false there (test_storage_gc)
+    if runtime.kind in ("cri-o", "docker"):
+        return  # containerd's collector; storage_gc says supported: false on cri-o, and removes Docker's objects (test_storage_gc)
     line = release_line(runtime.version)[0]
     brefs, conds = line >= "2.2", line >= "2.3"
     names = so.create_gc_fixtures(runtime, line)

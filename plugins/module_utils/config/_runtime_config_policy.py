@@ -87,14 +87,50 @@ CRIO_DEFAULTS = dict(graphroot="/var/lib/containers/storage", runroot="/run/cont
 SNAPSHOTTER = re.compile(r"^[a-z0-9_.-]+$")
 
 
-RUNTIME_NAMES = dict(containerd="containerd", crio="cri-o")  # runtime -> the name its CRI Version reports
+RUNTIME_NAMES = dict(containerd="containerd", crio="cri-o", docker="docker")  # runtime -> the name its CRI Version reports
+# dockerd's configuration: read only (runtime_config never edits it)
+DOCKER_CONFIG_PATH = "/etc/docker/daemon.json"
+DOCKER_DATA_ROOT = "/var/lib/docker"
 
 
 def runtime_of_name(name):
-    """containerd or crio from the name a runtime reports over CRI (cri-o is crio, anything else containerd); None when unknown."""
+    """containerd, crio or docker from the name a runtime reports over CRI (cri-o is crio, cri-dockerd's docker is docker,
+    anything else containerd); None when unknown."""
     if not name:
         return None
+    if name.lower() == RUNTIME_NAMES["docker"]:
+        return "docker"
     return "crio" if RUNTIME_NAMES["crio"] in name.lower() else "containerd"
+
+
+def docker_data_root(flags, daemon_json):
+    """(dockerd's data root, where it comes from): its ``--data-root`` flag (``flags``), else ``data-root`` (or the old
+    ``graph``) of its daemon.json (``daemon_json``, parsed), else Docker's default; dockerd refuses to start with both."""
+    if flags.get("data-root"):
+        return flags["data-root"], "command_line"
+    for key in ("data-root", "graph"):
+        if isinstance(daemon_json, dict) and isinstance(daemon_json.get(key), str) and daemon_json[key]:
+            return daemon_json[key], "config_file"
+    return DOCKER_DATA_ROOT, "default"
+
+
+def docker_findings(current, runtime_info, imagefs, realpath=os.path.realpath):
+    """dockerd's data root against the image filesystem cri-dockerd reports to the kubelet (ImageFsInfo: the running
+    dockerd's data root)."""
+    endpoint = runtime_info.get("endpoint")
+    name = (runtime_info.get("name") or "").lower()
+    if name != RUNTIME_NAMES["docker"]:
+        return [finding("info", "runtime_other", "The runtime at %s is %s, not docker; the runtime checks were skipped." % (endpoint, name or "unnamed"))]
+    mounts = [fs["mountpoint"] for fs in imagefs if fs.get("kind") == "image" and fs.get("mountpoint")]
+    root = current.get("data_root")
+    if root and mounts and all(realpath(root) != realpath(m) for m in mounts):
+        return [finding("warning", "data_root_not_imagefs", "dockerd's data root %s (%s) is not the image filesystem %s that cri-dockerd at %s "
+                        "reports to the kubelet; dockerd runs with another data root until it restarts." % (
+                            root, DOCKER_ROOT_SOURCES[current.get("data_root_source")], ", ".join(mounts), endpoint))]
+    return []
+
+
+DOCKER_ROOT_SOURCES = {"command_line": "its --data-root", "config_file": "data-root of its daemon.json", "default": "Docker's default"}
 
 
 def detect_runtime(path, crio_options, exists=os.path.exists, runtime_name=None, strict=True):
