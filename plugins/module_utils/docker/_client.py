@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
 import threading
 import urllib.parse
 
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
+from ansible_collections.kubenode.gc.plugins.module_utils._unix_http import UnixHTTPConnection
 
 DEFAULT_ENDPOINT = "unix:///var/run/docker.sock"
 API_VERSION = "1.41"
@@ -52,22 +52,6 @@ def socket_path(endpoint):
     if not path.startswith("/"):
         raise DockerApiError("Docker endpoint %r is not an absolute unix socket path." % endpoint, endpoint)
     return path
-
-
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path, timeout):
-        super().__init__("localhost", timeout=timeout)
-        self.socket_path = path
-
-    def connect(self):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.socket_path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
 
 
 def _one_line(text):
@@ -137,7 +121,7 @@ class DockerClient:
         """Send one request on the kept connection (a new one when the engine closed it) and read the whole answer."""
         for attempt in (1, 2):
             if self._conn is None:
-                self._conn = _UnixConnection(self.path, timeout or self.timeout)
+                self._conn = UnixHTTPConnection(self.path, timeout or self.timeout)
             elif timeout:
                 self._conn.timeout = timeout
             fresh = self._conn.sock is None

@@ -25,6 +25,7 @@ import os
 import re
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _daemons
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DEFAULT_ENDPOINT, DockerApiError, DockerClient
 
 RUNTIME_NAME = "docker"  # the runtime_name cri-dockerd reports over CRI
@@ -71,6 +72,16 @@ def connect(cri_socket_path, data_root, timeout=30.0, api_calls=None):
         client.close()
         raise
     return client, info
+
+
+def connect_for(client, data_root, what, result):
+    """connect() for a module's run on the CRI client ``client``: a failure is KubenodeGcError("<what> cannot reach the
+    Docker Engine behind <endpoint>: <why>.") carrying ``result``."""
+    try:
+        return connect(client.path, data_root, timeout=client.timeout, api_calls=client.rpc_calls)
+    except DockerApiError as exc:
+        raise KubenodeGcError("%s cannot reach the Docker Engine behind %s: %s" % (what, client.endpoint, str(exc).rstrip(".") + "."),
+                              result=result) from None
 
 
 def _source(source):

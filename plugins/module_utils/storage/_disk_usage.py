@@ -255,11 +255,7 @@ def docker_logs(walker, data_root, containers):
 def _run_docker(client, opts, result, imagefs, used):
     """disk_usage on cri-dockerd: the data root's categories from the Docker Engine's ``GET /system/df`` (the engine behind
     the CRI socket, see docker/_engine) and the containers' log files."""
-    try:
-        engine, info = docker_engine.connect(client.path, imagefs["mountpoint"], timeout=client.timeout, api_calls=client.rpc_calls)
-    except DockerApiError as exc:
-        raise KubenodeGcError("disk_usage cannot read the Docker Engine behind %s: %s" % (client.endpoint, str(exc).rstrip(".") + "."),
-                              result=result) from None
+    engine, info = docker_engine.connect_for(client, imagefs["mountpoint"], "disk_usage", result)
     try:
         df = engine.system_df()
     except DockerApiError as exc:

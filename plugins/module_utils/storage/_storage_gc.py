@@ -238,11 +238,7 @@ def _run_docker(client, opts, check_mode, result):
     imagefs = image_filesystem(read_imagefs(client))
     if imagefs is None:
         raise KubenodeGcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint, result=result)
-    try:
-        engine, _info = docker_engine.connect(client.path, imagefs["mountpoint"], timeout=client.timeout, api_calls=client.rpc_calls)
-    except DockerApiError as exc:
-        raise KubenodeGcError("storage_gc cannot reach the Docker Engine behind %s: %s" % (client.endpoint, str(exc).rstrip(".") + "."),
-                              result=result) from None
+    engine, _info = docker_engine.connect_for(client, imagefs["mountpoint"], "storage_gc", result)
     try:
         _docker_steps(engine, opts, check_mode, result, imagefs["mountpoint"])
     except DockerApiError as exc:
