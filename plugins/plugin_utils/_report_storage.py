@@ -28,7 +28,6 @@ from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human
 from ansible_collections.kubenode.gc.plugins.plugin_utils._md_table import row
 
 
-
 def _merged(first, second):
     """The categories of ``first``, with each of ``second``'s own placed after the one it follows in ``second``."""
     out = list(first)

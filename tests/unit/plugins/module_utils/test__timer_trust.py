@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
 
@@ -316,7 +315,7 @@ def test_an_interpreter_that_cannot_say_its_sys_path_is_one_sentence(tree):
     tree(SYSTEM)
     broken = Python(SYS_PATH, SITES, fail="Traceback...\nModuleNotFoundError: No module named 'encodings'\n")
     assert refused(tree, "/usr/bin/python3", broken) == ("gc_timer_python /usr/bin/python3 could not say its sys.path (/usr/bin/python3 -I -c): "
-                                                   "ModuleNotFoundError: No module named 'encodings'")
+                                                         "ModuleNotFoundError: No module named 'encodings'")
 
 
 def test_main_prints_one_json_line_and_exits_1_with_the_sentence(tree):
