@@ -1,7 +1,7 @@
 # Copyright (c) kubenode.gc contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The fleet playbooks on four real node containers over the community.docker.docker connection.
+"""The fleet playbooks on five real node containers over the community.docker.docker connection.
 
 node-a  cri-o 1.37 (split image filesystem: imagestore), filled over the high threshold
 node-b  containerd 1.6 (Debian 12), filled well under it
