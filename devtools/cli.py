@@ -3,14 +3,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Command line for the embedded runtimes, used by the demo.
 
-  python -m devtools.cli up   --workdir DIR [--imagefs-size 256M] [--runtime containerd-1.6|containerd-1.7|containerd-2.1|crio]
+  python -m devtools.cli up   --workdir DIR [--imagefs-size 256M] [--runtime containerd-1.6|containerd-1.7|containerd-2.1|crio|cri-dockerd]
   python -m devtools.cli fill --workdir DIR
   python -m devtools.cli down --workdir DIR
   python -m devtools.cli collections-path
   python -m devtools.cli node-image [--json] [RUNTIME...]
                          (builds the node images when missing, in parallel; prints their names, one a line,
                           or with --json {runtime: image}; RUNTIME: containerd-1.6 (default), containerd-1.7,
-                          containerd-2.1, crio)
+                          containerd-2.1, crio, cri-dockerd)
   python -m devtools.cli crio-dir         (prints the cri-o binaries' directory, nothing when there is none)
 
 ``up`` leaves the runtime running in the background and prints its endpoint.
@@ -59,7 +59,7 @@ def main(argv=None):
         p.add_argument("--workdir", required=True)
         if name == "up":
             p.add_argument("--imagefs-size", default="256M")
-            p.add_argument("--runtime", default="containerd-1.6", help="containerd-1.6 (default), containerd-1.7, containerd-2.1 or crio")
+            p.add_argument("--runtime", default="containerd-1.6", help="containerd-1.6 (default), containerd-1.7, containerd-2.1, crio or cri-dockerd")
     sub.add_parser("collections-path")
     p = sub.add_parser("node-image")
     p.add_argument("--json", action="store_true")

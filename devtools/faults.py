@@ -57,6 +57,8 @@ class CrashAfter:
         self.dir = tempfile.mkdtemp(prefix="proxy-", dir=runtime.workdir)
         self.socket = os.path.join(self.dir, "cri.sock")
         self.endpoint = "unix://" + self.socket
+        # what a module talking to the runtime through this proxy needs in its environment (Docker's engine: DOCKER_HOST)
+        self.env = runtime.engine_env() if hasattr(runtime, "engine_env") else {}
         # reconnect quickly once a restarted runtime listens again (gRPC's default backoff grows to minutes)
         backoff = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 300)]
         self._upstream = grpc.insecure_channel(runtime.endpoint, options=backoff)

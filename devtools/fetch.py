@@ -15,7 +15,9 @@
   runtimes directory (``$KUBENODE_GC_SHARED_RUNTIMES``, by default ``../shared/runtimes``
   next to this checkout);
 * cri-o: prebuilt binaries in ``$KUBENODE_GC_CRIO_DIR``, by default the shared runtimes
-  directory (conmon, runc and skopeo come from Debian 12's packages).
+  directory (conmon, runc and skopeo come from Debian 12's packages);
+* cri-dockerd: the prebuilt ``cri-dockerd`` of the shared runtimes directory, in front of Debian 12's
+  ``docker.io`` (dockerd 20.10).
 
 ``python -m devtools.fetch`` fetches every containerd build that is missing (the set-up
 command runs it) and prints what the matrix will use.
@@ -57,6 +59,14 @@ def crio_dir():
     """The directory with cri-o's ``crio`` and ``pinns`` binaries, or None when there is none."""
     path = crio_search_dir()
     if all(os.access(os.path.join(path, b), os.X_OK) for b in ("crio", "pinns")):
+        return os.path.realpath(path)
+    return None
+
+
+def cri_dockerd_binary():
+    """The prebuilt cri-dockerd of the shared runtimes directory when it is there and Debian's dockerd is installed, else None."""
+    path = os.path.join(shared_runtimes_dir(), "cri-dockerd")
+    if os.access(path, os.X_OK) and os.access("/usr/sbin/dockerd", os.X_OK):
         return os.path.realpath(path)
     return None
 
@@ -216,6 +226,9 @@ def main(argv=None):
     if not names or "crio" in names:
         found = crio_dir()
         print("cri-o          %s" % (found or "NOT FOUND (set %s or provide ../shared/runtimes): cri-o will not be tested" % CRIO_DIR_ENV))
+    if not names or "cri-dockerd" in names:
+        found = cri_dockerd_binary()
+        print("cri-dockerd    %s" % (found or "NOT FOUND (cri-dockerd in %s and Debian's docker.io): cri-dockerd will not be tested" % shared_runtimes_dir()))
     return 0
 
 

@@ -4,7 +4,9 @@
 """Build small container images offline, as one docker-archive tar.
 
 Every image is busybox-static plus, optionally, a filler layer of random bytes
-of a chosen size and a layer of many small files (one inode each, few bytes).  The busybox layer is byte-identical across images when
+of a chosen size, a layer of many small files (one inode each, few bytes) and a layer of
+this machine's own files (libraries and Python sources from /usr/lib, which compress as
+the files of real images do, unlike random bytes).  The busybox layer is byte-identical across images when
 ``share_base`` is true (so containerd stores it once); otherwise each image
 gets its own copy, made unique by a marker file.
 """
@@ -82,10 +84,33 @@ def files_layer(count, seed):
     return _layer(entries)
 
 
+HOST_FILES = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/python3", "/usr/lib")
+
+
+def host_files_layer(size, seed):
+    """A layer of this machine's regular files under HOST_FILES, in sorted order, up to ``size`` bytes, plus a marker
+    that makes it unique to ``seed``: content that gzip compresses as real images' layers compress."""
+    entries, total, seen = [{"name": "host", "kind": tarfile.DIRTYPE, "mode": 0o755}], 0, set()
+    for top in HOST_FILES:
+        for root, dirs, names in os.walk(top):
+            dirs.sort()
+            for name in sorted(names):
+                path = os.path.join(root, name)
+                if total >= size or path in seen or os.path.islink(path) or not os.path.isfile(path):
+                    continue
+                seen.add(path)
+                with open(path, "rb") as f:
+                    data = f.read(size - total)
+                entries.append({"name": "host/%06d" % len(entries), "data": data})
+                total += len(data)
+    entries.append({"name": "host/marker", "data": seed.encode()})
+    return _layer(entries)
+
+
 class ImageSpec:
     """One image to build: its tags, filler size in bytes, whether the busybox base is shared and how many small files it adds."""
 
-    def __init__(self, tags, size=0, share_base=True, entrypoint=None, seed=None, shared_size=0, files=0):
+    def __init__(self, tags, size=0, share_base=True, entrypoint=None, seed=None, shared_size=0, files=0, host_size=0):
         self.tags = [tags] if isinstance(tags, str) else list(tags)
         self.size = int(size)
         # a second layer of this many random bytes, identical in every image asking for the same size
@@ -94,6 +119,7 @@ class ImageSpec:
         self.entrypoint = entrypoint or ["/bin/sh"]
         self.seed = seed if seed is not None else self.tags[0]
         self.files = int(files)  # a layer of this many small files, unique to the image
+        self.host_size = int(host_size)  # a layer of this many bytes of the machine's own files, unique to the image
 
 
 def build_archive(path, specs):
@@ -119,6 +145,8 @@ def build_archive(path, specs):
                 layers.append(filler_layer(spec.size, spec.seed))
             if spec.files > 0:
                 layers.append(files_layer(spec.files, spec.seed))
+            if spec.host_size > 0:
+                layers.append(host_files_layer(spec.host_size, spec.seed))
             names, diff_ids = zip(*(blob(layer) for layer in layers))
             config = {
                 "architecture": go_arch(),

@@ -25,8 +25,8 @@ import time
 
 from .containerd import SANDBOX_IMAGE, EmbeddedContainerd, parse_size
 from .crio import EmbeddedCrio, _qualified
-from .fetch import containerd_bin_dir
-from .images import ImageSpec
+from .dockerd import EmbeddedCriDockerd
+from .fetch import containerd_bin_dir, shared_runtimes_dir
 
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriError
 
@@ -35,17 +35,19 @@ REPO = os.path.dirname(HERE)
 BUILD_SCRIPT = os.path.join(REPO, "tests", "node-image", "build.sh")
 LABEL = "kubenode-gc-test"
 # the runtimes node images exist for (tests/node-image/build.sh), named as in devtools.runtimes
-RUNTIMES = ("containerd-1.6", "containerd-1.7", "containerd-2.1", "crio")
+RUNTIMES = ("containerd-1.6", "containerd-1.7", "containerd-2.1", "crio", "cri-dockerd")
 DEFAULT_RUNTIME = "containerd-1.6"
 
 # What a node container needs to run systemd, containerd and runc pods without
 # --privileged (which fails here): every capability but CAP_SYS_RESOURCE, no
-# seccomp/AppArmor confinement, and the host's cgroup tree.
+# seccomp/AppArmor confinement, and the host's cgroup tree. /run is root's 0755 as on a
+# node (Docker's tmpfs default is 1777, where any user could make /run/kubenode-gc);
+# /run/lock and /tmp are 1777, as there.
 RUN_FLAGS = [
     "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
     "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
     "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-    "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
+    "--tmpfs", "/run:mode=0755", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
 ]
 
 
@@ -139,7 +141,7 @@ class _DockerNode:
         docker(*(args + [self.image]))
         self.wait_for_cri(timeout)
         self.boot()
-        self.import_images([ImageSpec(self.sandbox_image, entrypoint=["/bin/sleep", "2147483647"])])
+        self.import_images([self.sandbox_spec()])
         return self
 
     def wait_for_cri(self, timeout=60):
@@ -274,9 +276,57 @@ class CrioNode(_DockerNode, EmbeddedCrio):
         self.exec("sh", "-euc", script)
 
 
+class DockerNode(_DockerNode, EmbeddedCriDockerd):
+    """A Docker Engine node: the node image's docker.service (Debian 12's docker.io, on the node's containerd, its data
+    root /var/lib/docker on a tmpfs of ``imagefs_size``) and cri-dockerd.service with cri-dockerd mounted from the shared
+    runtimes at /opt/cri-o/bin. Its CRI socket directory is shared with this machine; images get in with the node's own
+    ``docker load``, from archives in the work directory (mounted in the node)."""
+
+    service = "cri-dockerd"
+    socket_dir = "/run/cri-dockerd"
+    imagefs_root = "/var/lib/docker"
+    shared = "/var/tmp/kubenode-gc"
+
+    def __init__(self, name, image, imagefs_size="160M", sandbox_image=SANDBOX_IMAGE, group="harness", runtime="cri-dockerd"):
+        if runtime != "cri-dockerd":
+            raise ValueError("DockerNode runs cri-dockerd, not %s" % runtime)
+        workdir = self._workdir(name)
+        super().__init__(workdir=workdir, imagefs_size=imagefs_size, sandbox_image=sandbox_image, socket=os.path.join(workdir, "run", "cri-dockerd.sock"))
+        self._node_init(name, image, group)
+
+    @property
+    def imagefs_mountpoint(self):
+        return self.imagefs_root  # cri-dockerd reports dockerd's data root
+
+    @property
+    def version(self):
+        return self.exec("docker", "version", "--format", "{{.Server.Version}}").strip()
+
+    def run_args(self):
+        return [
+            "--tmpfs", "%s:size=%d,mode=0711" % (self.imagefs_root, parse_size(self.imagefs_size)),
+            "-v", "%s:/opt/cri-o/bin:ro" % shared_runtimes_dir(),
+            "-v", "%s:%s" % (self.workdir, self.shared),
+        ]
+
+    def docker(self, *args, check=True, env=None):
+        """The node's own docker CLI; return stdout."""
+        return self.exec(*(["env"] + ["%s=%s" % kv for kv in (env or {}).items()] + ["docker"] + list(args)), check=check)
+
+    def load_archive(self, path, specs):
+        self.exec("docker", "load", "-q", "-i", self.shared + path[len(self.workdir):])
+
+    def image_refs(self):
+        lines = self.exec("docker", "images", "--no-trunc", "--format", "{{.ID}} {{.Repository}}:{{.Tag}}").split()
+        return {"ids": set(lines[0::2]), "tags": {_qualified(t) for t in lines[1::2] if not t.startswith("<none>")}}
+
+    def container_ids(self):
+        return set(self.exec("docker", "ps", "-aq", "--no-trunc").split())
+
+
 def make_node(name, image, runtime=DEFAULT_RUNTIME, **kwargs):
     """A node container (not started) of that runtime (RUNTIMES) from its node image."""
-    cls = CrioNode if runtime == "crio" else NodeContainer
+    cls = {"crio": CrioNode, "cri-dockerd": DockerNode}.get(runtime, NodeContainer)
     return cls(name, image, runtime=runtime, **kwargs)
 
 

@@ -14,7 +14,16 @@ runtime is configured with that path as the host's mirror, as a node behind a pu
 * containerd (1.6 and later): ``config_path`` naming a ``certs.d`` directory, one ``hosts.toml`` per upstream host
   whose mirror is ``http://127.0.0.1:PORT/v2/<host>`` with ``override_path = true`` (``containerd_hosts_dir``);
 * cri-o (containers/image): a ``registries.conf`` with one ``[[registry]]`` per host whose ``location`` is
-  ``127.0.0.1:PORT/<host>``, ``insecure = true`` (``registries_conf``), given through ``CONTAINERS_REGISTRIES_CONF``.
+  ``127.0.0.1:PORT/<host>``, ``insecure = true`` (``registries_conf``), given through ``CONTAINERS_REGISTRIES_CONF``;
+* Docker Engine (through cri-dockerd) can mirror only docker.io (``registry-mirrors``, a URL without a path), so it pulls
+  through ``DockerPullProxy``, a small HTTP server of this process: it is docker.io's mirror (``/v2/<repo>/...`` served
+  from ``/v2/docker.io/<repo>/...``) and the HTTP proxy dockerd's environment names (``HTTP_PROXY``/``HTTPS_PROXY``) for
+  every other host, which dockerd treats as an insecure registry (``insecure-registries``): the proxy refuses the
+  ``CONNECT`` of the HTTPS attempt, dockerd falls back to plain HTTP, and ``GET http://quay.io/v2/<repo>/...`` is served
+  from ``/v2/quay.io/<repo>/...`` (``docker_daemon_config``). dockerd therefore pulls the upstream name itself, as the
+  kubelet asks through cri-dockerd's PullImage, and the image carries that name's tag and repo digest
+  (``registry.k8s.io/pause@sha256:...``), as on a node. The proxy listens on a unix socket, which a relay in dockerd's own
+  network namespace serves on ``DOCKER_PROXY_ADDRESS`` there (devtools/netrelay.py, started by devtools/dockerd.py).
 
 A pulled image therefore carries the labels, digests and leases of a real pull (``containerd.io/distribution.source.
 quay.io=example/app``, repo digests of the upstream name), and its compressed layers stay in the content store.
@@ -23,19 +32,25 @@ One registry serves the whole process (``shared()``): it starts on first use and
 """
 
 import atexit
+import http.client
+import http.server
 import os
 import shutil
 import socket
+import socketserver
 import subprocess
 import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 REGISTRY_BIN = os.environ.get("KUBENODE_GC_REGISTRY_BIN", "/usr/bin/docker-registry")
 SKOPEO = "skopeo"
 
+# where dockerd, in its own network namespace, reaches DockerPullProxy (through devtools.netrelay)
+DOCKER_PROXY_ADDRESS = "127.0.0.1:5000"
 # the upstream hosts the harness's images may be named after: each gets a mirror in every runtime's configuration
 DEFAULT_HOSTS = ("docker.io", "registry.k8s.io", "quay.io", "registry.example", "registry.example.com", "k8s.gcr.io", "gcr.io", "ghcr.io")
 
@@ -52,9 +67,11 @@ def split_ref(ref):
     from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import normalize_image_ref  # pylint: disable=import-outside-toplevel
 
     full = normalize_image_ref(ref)
-    host, rest = full.split("/", 1)
-    sep = "@" if "@" in rest else ":"
-    repo, tag = rest.rsplit(sep, 1) if sep == ":" else rest.split(sep, 1)
+    host, _sep, rest = full.partition("/")
+    if "@" in rest:
+        repo, _sep, tag = rest.partition("@")
+    else:
+        repo, _sep, tag = rest.rpartition(":")
     return host, repo, tag
 
 
@@ -67,6 +84,7 @@ class Registry:
         self.proc = None
         self.pushed = {}  # tag -> config digest of what the registry holds under that tag
         self._lock = threading.Lock()
+        self._docker_proxy = None
 
     @property
     def address(self):
@@ -77,7 +95,7 @@ class Registry:
             raise RuntimeError("no %s: install Debian's docker-registry package (scripts/setup.sh does)" % REGISTRY_BIN)
         storage = os.path.join(self.workdir, "storage")
         os.makedirs(storage, exist_ok=True)
-        for attempt in range(5):  # pylint: disable=unused-variable
+        for _attempt in range(5):
             self.port = _free_port()
             config = os.path.join(self.workdir, "config.yml")
             with open(config, "w", encoding="utf-8") as f:
@@ -99,6 +117,9 @@ class Registry:
         raise RuntimeError("docker-registry did not start; see %s" % os.path.join(self.workdir, "registry.log"))
 
     def stop(self, keep_storage=False):
+        if self._docker_proxy is not None:
+            self._docker_proxy.stop()
+            self._docker_proxy = None
         if self.proc is not None:
             if self.proc.poll() is None:
                 self.proc.terminate()
@@ -152,6 +173,115 @@ class Registry:
             for host in hosts:
                 f.write('\n[[registry]]\nprefix = "%s"\nlocation = "%s/%s"\ninsecure = true\n' % (host, self.address, host))
         return path
+
+    def docker_proxy(self):
+        """The DockerPullProxy in front of this registry (started on first use, stopped with the registry)."""
+        with self._lock:
+            if self._docker_proxy is None:
+                self._docker_proxy = DockerPullProxy(self).start()
+            return self._docker_proxy
+
+    def docker_daemon_config(self, address=DOCKER_PROXY_ADDRESS, hosts=DEFAULT_HOSTS):
+        """(daemon.json keys, environment) that make a dockerd pull every upstream host from this registry, through the
+        DockerPullProxy it reaches at ``address``."""
+        config = {"registry-mirrors": ["http://%s" % address], "insecure-registries": [h for h in hosts if h != "docker.io"]}
+        env = {"HTTP_PROXY": "http://%s" % address, "HTTPS_PROXY": "http://%s" % address, "NO_PROXY": ""}
+        return config, env
+
+
+# hop-by-hop headers a proxy does not pass on
+_HOP_HEADERS = ("connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host",
+                "content-length")
+
+
+class _ProxyHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "kubenode-gc-pull-proxy"
+
+    def log_message(self, *args):  # quiet: dockerd's own log says what it pulled
+        pass
+
+    def address_string(self):
+        return "dockerd"  # a unix socket has no client address
+
+    def do_CONNECT(self):  # the HTTPS attempt of an insecure registry: refused, so dockerd falls back to plain HTTP
+        self._answer(403, b"")
+
+    def _answer(self, status, body, headers=()):
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _forward(self):
+        url = urllib.parse.urlsplit(self.path)
+        # an absolute URL is a proxied request for that host; a path is a request to docker.io's mirror
+        host, path = (url.hostname, url.path) if url.scheme else ("docker.io", url.path)
+        if path.startswith("/v2/") and path != "/v2/":
+            path = "/v2/%s/%s" % (host, path[len("/v2/"):])
+        if url.query:
+            path += "?" + url.query
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        upstream = http.client.HTTPConnection("127.0.0.1", self.server.registry.port, timeout=120)
+        try:
+            upstream.putrequest(self.command, path, skip_accept_encoding=True)
+            for name, value in self.headers.items():  # every header, repeated ones too (dockerd sends several Accept)
+                if name.lower() not in _HOP_HEADERS:
+                    upstream.putheader(name, value)
+            if body is not None:
+                upstream.putheader("Content-Length", str(len(body)))
+            upstream.endheaders(body)
+            answer = upstream.getresponse()
+            data = answer.read()
+            headers = [(k, v) for k, v in answer.getheaders() if k.lower() not in _HOP_HEADERS]
+            if self.command == "HEAD" and answer.getheader("Content-Length"):
+                headers.append(("Content-Length", answer.getheader("Content-Length")))
+                self.send_response(answer.status)
+                for name, value in headers:
+                    self.send_header(name, value)
+                self.end_headers()
+                return
+            self._answer(answer.status, data, headers)
+        except OSError as exc:
+            self._answer(502, str(exc).encode())
+        finally:
+            upstream.close()
+
+    do_GET = do_HEAD = _forward
+
+
+class _ProxyServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+class DockerPullProxy:
+    """docker.io's mirror and the HTTP proxy of every other host, for a dockerd pulling from the harness's registry; it
+    listens on the unix socket ``socket`` (devtools.netrelay brings it into dockerd's network namespace)."""
+
+    def __init__(self, registry):
+        self.registry = registry
+        self.socket = os.path.join(registry.workdir, "docker-proxy.sock")
+        self.server = None
+        self.thread = None
+
+    def start(self):
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
+        self.server = _ProxyServer(self.socket, _ProxyHandler)
+        self.server.registry = self.registry
+        self.thread = threading.Thread(target=self.server.serve_forever, name="docker-pull-proxy", daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self):
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
 
 
 _SHARED = None

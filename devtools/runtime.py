@@ -322,6 +322,11 @@ class EmbeddedRuntime:
         """Where a path the runtime sees lives on this machine (the same path here; see nodes.NodeContainer)."""
         return path
 
+    def engine_env(self):
+        """The environment a module needs to find this runtime's engine when it reaches the CRI through another socket (a
+        devtools.faults proxy): nothing here; cri-dockerd's Docker Engine is named by DOCKER_HOST then."""
+        return {}
+
     # -- clients -----------------------------------------------------------
 
     @property
@@ -332,9 +337,13 @@ class EmbeddedRuntime:
 
     # -- images ------------------------------------------------------------
 
+    def sandbox_spec(self):
+        """The ImageSpec of the sandbox (pause) image."""
+        return ImageSpec(self.sandbox_image, entrypoint=["/bin/sleep", "2147483647"])
+
     def seed_sandbox_image(self):
         """Put the sandbox (pause) image on the runtime as a node gets it: pulled through the CRI."""
-        self.pull_images([ImageSpec(self.sandbox_image, entrypoint=["/bin/sleep", "2147483647"])])
+        self.pull_images([self.sandbox_spec()])
 
     @property
     def registry(self):
@@ -397,7 +406,8 @@ class EmbeddedRuntime:
         want = {normalize_image_ref(t) for t in tags}
         deadline = time.time() + timeout
         while True:
-            have = {t for img in self.client.list_images() for t in img.repo_tags}
+            # Docker lists docker.io's images by their short names (busybox:1.36)
+            have = {normalize_image_ref(t) for img in self.client.list_images() for t in img.repo_tags}
             if want <= have:
                 return
             if time.time() > deadline:

@@ -12,6 +12,7 @@ containerd-2.1     ctrd21    Debian sid's containerd package (2.1.9), see devtoo
 containerd-2.2     ctrd22    containerd 2.2.7 from ../shared/runtimes/containerd-2.2 ($KUBENODE_GC_SHARED_RUNTIMES)
 containerd-2.3     ctrd23    containerd 2.3.4 from ../shared/runtimes/containerd-2.3
 crio               crio      cri-o 1.37 from $KUBENODE_GC_CRIO_DIR or ../shared/runtimes
+cri-dockerd        dockerd   Debian 12's dockerd (docker.io 20.10) behind cri-dockerd 0.4.3 from ../shared/runtimes
 =================  ========  ====================================================================
 """
 
@@ -20,12 +21,13 @@ import os
 
 from .containerd import EmbeddedContainerd
 from .crio import EmbeddedCrio
-from .fetch import CONTAINERD_PREBUILT, CRIO_DIR_ENV, containerd_bin_dir, crio_dir  # noqa: F401  pylint: disable=unused-import  # re-exported
+from .dockerd import EmbeddedCriDockerd
+from .fetch import CONTAINERD_PREBUILT, CRIO_DIR_ENV, containerd_bin_dir, cri_dockerd_binary, crio_dir  # noqa: F401  pylint: disable=unused-import  # re-exported
 
 DEFAULT = "containerd-1.6"
-NAMES = ("containerd-1.6", "containerd-1.7", "containerd-2.1", "containerd-2.2", "containerd-2.3", "crio")
+NAMES = ("containerd-1.6", "containerd-1.7", "containerd-2.1", "containerd-2.2", "containerd-2.3", "crio", "cri-dockerd")
 TEST_IDS = {"containerd-1.6": "ctrd16", "containerd-1.7": "ctrd17", "containerd-2.1": "ctrd21", "containerd-2.2": "ctrd22",
-            "containerd-2.3": "ctrd23", "crio": "crio"}
+            "containerd-2.3": "ctrd23", "crio": "crio", "cri-dockerd": "dockerd"}
 CONTAINERD = tuple(n for n in NAMES if n.startswith("containerd-"))
 
 
@@ -34,6 +36,8 @@ def available(name):
     containerd builds are fetched)."""
     if name == "crio":
         return crio_dir() is not None
+    if name == "cri-dockerd":
+        return cri_dockerd_binary() is not None
     if name.startswith("containerd-") and name[len("containerd-"):] in CONTAINERD_PREBUILT:
         return containerd_bin_dir(name[len("containerd-"):]) is not None
     return name in NAMES
@@ -43,6 +47,8 @@ def make(name, **kwargs):
     """An unstarted runtime of that name; kwargs go to its constructor (workdir, imagefs_size, ...)."""
     if name == "crio":
         return EmbeddedCrio(**kwargs)
+    if name == "cri-dockerd":
+        return EmbeddedCriDockerd(**kwargs)
     if name.startswith("containerd-") and name in NAMES:
         line = name[len("containerd-"):]
         return EmbeddedContainerd(bin_dir=containerd_bin_dir(line), line=line, name=name, **kwargs)
@@ -56,6 +62,8 @@ def attach(workdir):
     name = saved.get("runtime", DEFAULT)
     if name == "crio":
         rt = EmbeddedCrio(workdir=workdir, bin_dir=saved.get("bin_dir"))
+    elif name == "cri-dockerd":
+        rt = EmbeddedCriDockerd(workdir=workdir, binary=saved.get("binary"))
     else:
         rt = EmbeddedContainerd(workdir=workdir, bin_dir=saved.get("bin_dir"), line=saved.get("line", "1.6"), name=name)
     rt.restore_state(saved)

@@ -10,24 +10,28 @@
 # kept in ./kubenode-gc-history (KUBENODE_GC_DEMO_HISTORY_DIR), outside the work directory.
 # The set-up installs and fetches only what the chosen runtime needs.
 # KUBENODE_GC_DEMO_RUNTIME picks the runtime: containerd-1.6 (Debian 12's, the
-# default), containerd-1.7 (Debian trixie's), containerd-2.1 (Debian sid's) or crio
-# (cri-o 1.37 from ../shared/runtimes or $KUBENODE_GC_CRIO_DIR).
+# default), containerd-1.7 (Debian trixie's), containerd-2.1 (Debian sid's), crio
+# (cri-o 1.37 from ../shared/runtimes or $KUBENODE_GC_CRIO_DIR) or docker (Debian 12's
+# docker.io behind cri-dockerd 0.4.3 from ../shared/runtimes; it installs docker.io).
 # KUBENODE_GC_DEMO_KEEP=1 leaves the runtime running afterwards (stop it with
 # "python -m devtools.cli down --workdir <dir>").
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUNTIME=${KUBENODE_GC_DEMO_RUNTIME:-containerd-1.6}
-# only what this runtime needs: no containerd 1.7 or 2.x for the default demo, no Docker or Chromium (tests only)
+# docker is the harness's cri-dockerd (Docker Engine behind cri-dockerd)
+[ "$RUNTIME" = docker ] && RUNTIME=cri-dockerd
+# only what this runtime needs: no containerd 1.7 or 2.x for the default demo, no Docker (but for docker) or Chromium
 KUBENODE_GC_SETUP_RUNTIMES=$RUNTIME bash "$ROOT/scripts/setup.sh"
 VENV=${KUBENODE_GC_VENV:-$ROOT/.venv}
 export PATH="$VENV/bin:$PATH"
 cd "$ROOT"
 
-# containerd keeps each image twice (its packed content and the unpacked snapshot), cri-o once:
-# half the tmpfs gives cri-o the same fill level
+# containerd keeps each image twice (its packed content and the unpacked snapshot), cri-o and Docker once:
+# half the tmpfs gives them the same fill level
 IMAGEFS_SIZE=160M
 [ "$RUNTIME" = crio ] && IMAGEFS_SIZE=80M
+[ "$RUNTIME" = cri-dockerd ] && IMAGEFS_SIZE=80M
 WORKDIR=${KUBENODE_GC_DEMO_DIR:-$(mktemp -d /tmp/kubenode-gc-demo.XXXXXX)}
 cleanup() {
   if [ "${KUBENODE_GC_DEMO_KEEP:-0}" != 1 ]; then

@@ -21,14 +21,17 @@ APT_PACKAGES=(
   prometheus                       # promtool check metrics: the audit's node_exporter textfile (tests/integration/test_audit_metrics.py)
 )
 
-# KUBENODE_GC_SETUP_RUNTIMES (space-separated: containerd-1.6 containerd-1.7 containerd-2.1 crio) limits the set-up to
+# KUBENODE_GC_SETUP_RUNTIMES (space-separated: containerd-1.6 containerd-1.7 containerd-2.1 crio cri-dockerd) limits the set-up to
 # what those runtimes need: the demo sets it to the one runtime it runs, so it installs and fetches nothing else
 # (no Docker, debootstrap or Chromium, which only the tests use; no containerd 1.7 or 2.x for containerd 1.6).
 # Unset: everything the tests need.
 SETUP_RUNTIMES=${KUBENODE_GC_SETUP_RUNTIMES:-}
 if [ -n "$SETUP_RUNTIMES" ]; then
-  APT_PACKAGES=(containerd runc busybox-static python3 python3-venv git tar util-linux)
-  case " $SETUP_RUNTIMES " in *" crio "*) APT_PACKAGES+=(conmon skopeo libseccomp2 libsqlite3-0) ;; esac
+  # every runtime pulls its sandbox image from the registry on the loopback (docker-registry, skopeo pushes)
+  APT_PACKAGES=(containerd runc busybox-static python3 python3-venv git tar util-linux docker-registry skopeo)
+  case " $SETUP_RUNTIMES " in *" crio "*) APT_PACKAGES+=(conmon libseccomp2 libsqlite3-0) ;; esac
+  # Debian's dockerd behind cri-dockerd (../shared/runtimes); its own network namespace needs iproute2
+  case " $SETUP_RUNTIMES " in *" cri-dockerd "*) APT_PACKAGES+=(docker.io iproute2) ;; esac
 fi
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -84,11 +84,14 @@ def _imagefs(cri, policy_run):
 
 
 def _container_filesystems(cri):
-    """The ``kind: container`` entries of cri_info.imagefs: a split image filesystem (cri-o's imagestore)."""
+    """The ``kind: container`` entries of cri_info.imagefs on another mountpoint than the image filesystem: a split image
+    filesystem (cri-o's imagestore). cri-dockerd reports dockerd's data root as both: not split, nothing here."""
     filesystems = (cri or {}).get("imagefs")
+    filesystems = filesystems if isinstance(filesystems, list) else []
+    images = {fs.get("mountpoint") for fs in filesystems if isinstance(fs, Mapping) and fs.get("kind") == "image"}
     out = []
-    for fs in filesystems if isinstance(filesystems, list) else []:
-        if isinstance(fs, Mapping) and fs.get("kind") == "container":
+    for fs in filesystems:
+        if isinstance(fs, Mapping) and fs.get("kind") == "container" and fs.get("mountpoint") not in images:
             entry = {key: fs.get(key) for key in IMAGEFS_KEYS}
             for key in IMAGEFS_KEYS[1:]:
                 entry[key] = _int(entry[key])
@@ -285,6 +288,8 @@ def audit_report(nodes, generated_at=None, policy=None, top_images=50, eviction_
         findings=counts,
         reclaimable_bytes_policy=sum(n["images"]["reclaimable_policy"]["bytes"] or 0 for n in out),
         reclaimable_bytes_prune=sum(n["images"]["reclaimable_prune"]["bytes"] or 0 for n in out),
+        # what storage_gc discard_unpacked_layers gives back, fleet-wide (disk_usage's unpacked_layer_blobs)
+        unpacked_layer_blob_bytes=sum((n["storage"] or {}).get("categories", {}).get("unpacked_layer_blobs") or 0 for n in out),
     )
     report = dict(schema_version=SCHEMA_VERSION, generated_at=None if generated_at is None else str(generated_at),
                   policy=dict(policy or {}), summary=summary, nodes=out, storage_top=storage_top)

@@ -14,11 +14,13 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubenode.gc.plugins.module_utils.storage._storage_policy import RELEASE_KIND, ROOT_KINDS
+from ansible_collections.kubenode.gc.plugins.module_utils.storage._storage_policy import LAYER_KIND, RELEASE_KIND, ROOT_KINDS
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 
 LARGEST = 5
-STORAGE_ACTIONS = ROOT_KINDS + (RELEASE_KIND,)  # what storage_gc removes itself; the rest is containerd's collection
+# what storage_gc removes itself (containerd's roots and labels, a layer blob's references, Docker's build cache and volumes);
+# the rest is containerd's collection
+STORAGE_ACTIONS = ROOT_KINDS + (RELEASE_KIND, LAYER_KIND, "build_cache", "volume")
 CHECK_MODE_NOTE = ("Check mode: the images listed are the kubelet's size-based plan (the candidates, oldest use first, until their "
                    "summed sizes reach the low threshold); the real run removes only images of this plan, in this order, and may stop "
                    "earlier when the measured usage shows the low threshold reached.")
@@ -46,8 +48,9 @@ def _sources(policy):
 
 
 def _storage_lines(record, host):
-    """What storage_gc removed (or would remove), each as kind namespace/id: first the roots the module removes itself
-    (ingests, leases, images, gc.root labels), then what containerd's collection freed after them, largest first."""
+    """What storage_gc removed (or would remove), each as kind namespace/id (kind id on Docker Engine, whose objects have no
+    namespace): first the roots the module removes itself (ingests, leases, images, gc.root labels, Docker's build cache
+    and volumes), then what containerd's collection freed after them, largest first."""
     storage = record.get("storage")
     if not isinstance(storage, Mapping) or storage.get("supported") is False:
         return []
@@ -56,9 +59,16 @@ def _storage_lines(record, host):
     if not items:
         return ["%s: storage_gc %s nothing." % (host, "would remove" if check else "removed")]
     largest = sorted(items, key=lambda i: (i.get("kind") not in STORAGE_ACTIONS, -int(i.get("bytes") or 0), str(i.get("id"))))[:LARGEST]
-    names = ", ".join("%s %s/%s (%s)" % (i.get("kind"), i.get("namespace"), i.get("id"), human_bytes(int(i.get("bytes") or 0))) for i in largest)
+    names = ", ".join("%s %s%s (%s%s)" % (i.get("kind"), "%s/" % i["namespace"] if i.get("namespace") else "", i.get("id"),
+                                          human_bytes(int(i.get("bytes") or 0)), _of(i)) for i in largest)
     more = " and %d more" % (len(items) - len(largest)) if len(items) > len(largest) else ""
     return ["%s: storage_gc %s %d object(s): %s%s." % (host, "would remove" if check else "removed", len(items), names, more)]
+
+
+def _of(item):
+    """A layer blob's images, as the line names them."""
+    images = item.get("images") if item.get("kind") == LAYER_KIND else None
+    return ", of %s" % ", ".join(str(i) for i in images) if isinstance(images, list) and images else ""
 
 
 def node_lines(record, host):

@@ -9,7 +9,10 @@
 
 * ``find_kubelet``: the kubelet (a process named ``kubelet``, or MicroK8s's ``kubelite``, whose kubelet flags are
   in the file of its ``--kubelet-args-file``); ``find_runtime``: the process listening on a CRI socket (its inode
-  in /proc/net/unix, then the ``socket:[inode]`` links of /proc/<pid>/fd). Each is a ``Process``: pid, name, the
+  in /proc/net/unix, then the ``socket:[inode]`` links of /proc/<pid>/fd; cri-dockerd, which binds its listener to
+  a temporary name, by its ``--container-runtime-endpoint``): containerd, cri-o or cri-dockerd; ``dockerd_process``:
+  the dockerd listening on a Docker Engine socket (the one cri-dockerd's ``--docker-endpoint`` names). Each is a
+  ``Process``: pid, name, the
   command line (/proc/<pid>/cmdline, which holds the values systemd expanded from the unit's Environment= and
   EnvironmentFile=) and the environment (/proc/<pid>/environ).
 * Only root's daemons are believed (``trust_problem``, the one place that decides): a process whose real and
@@ -42,13 +45,13 @@ import re
 import shlex
 import stat
 
-from ansible_collections.kubenode.gc.plugins.module_utils._files import owner as _owner
+from ansible_collections.kubenode.gc.plugins.module_utils._files import owner as _owner, problem as _problem
 
 PROC = "/proc"
 KUBELET_NAMES = ("kubelet",)
 KUBELITE = "kubelite"  # MicroK8s runs the kubelet inside kubelite, its flags in --kubelet-args-file
 KUBELITE_ARGS_FLAG = "kubelet-args-file"
-RUNTIME_NAMES = {"containerd": "containerd", "crio": "crio"}  # process name -> runtime
+RUNTIME_NAMES = {"containerd": "containerd", "crio": "crio", "cri-dockerd": "cri-dockerd"}  # process name -> runtime
 # The systemd units that run the kubelet: kubeadm's and most packages' kubelet.service, MicroK8s's kubelite, k0s's
 # worker (or controller with --enable-worker), k3s's and RKE2's server and agent (RKE2 and k0s start the kubelet as a
 # child process in their unit)
@@ -58,6 +61,7 @@ KUBELET_UNITS = ("kubelet.service", "snap.microk8s.daemon-kubelite.service", "k0
 RUNTIME_UNITS = {"containerd": ("containerd.service", "snap.microk8s.daemon-containerd.service", "k3s.service", "k3s-agent.service",
                                 "rke2-server.service", "rke2-agent.service"),
                  "crio": ("crio.service",), "cri-dockerd": ("cri-docker.service",)}
+DOCKERD_UNITS = ("docker.service",)
 SYSTEM_SLICE = "/system.slice/"
 
 Process = collections.namedtuple("Process", "pid name argv environ cwd")
@@ -156,7 +160,7 @@ def trust_problem(proc):
 
     The real and effective uids must be 0 (a set-user-ID program another user started has euid 0 but not uid 0); the
     executable is /proc/<pid>/exe itself (stat follows the kernel's link to the very file that runs, even deleted):
-    a regular file owned by root with no group or other write bit. The file a script names is not its executable
+    a regular file that is root's alone (_files.problem: owned by root, no group or other write bit). The file a script names is not its executable
     (the interpreter is); a script root runs is root's choice."""
     base = os.path.join(PROC, str(proc.pid))
     uid, euid = _uids(proc.pid)
@@ -175,12 +179,11 @@ def trust_problem(proc):
         except OSError as exc:
             st, why = None, "its executable cannot be read (%s)" % (exc.strerror or exc)
         if st is not None:
+            unsafe = _problem(st)
             if not stat.S_ISREG(st.st_mode):
                 why = "its executable is not a regular file"
-            elif st.st_uid != 0:
-                why = "its executable is owned by %s, not root" % _owner(st.st_uid)
-            elif st.st_mode & 0o022:
-                why = "its executable may be written by %s (mode %04o)" % ("others" if st.st_mode & 0o002 else "its group", stat.S_IMODE(st.st_mode))
+            elif unsafe:
+                why = "its executable is %s" % unsafe
     return Untrusted(proc.pid, proc.name, uid, euid, exe, why) if why else None
 
 
@@ -321,14 +324,41 @@ def _runtime_of(proc):
     return None
 
 
+# cri-dockerd's CRI socket when its command line names none
+CRI_DOCKERD_SOCKET = "/var/run/cri-dockerd.sock"
+
+
+def cri_dockerd_candidates(socket_path):
+    """The Processes (pid order, trusted or not) of the cri-dockerd whose ``--container-runtime-endpoint`` is
+    ``socket_path`` (resolved).
+
+    cri-dockerd binds its listener to a temporary name and renames it into place, so /proc/net/unix names the temporary
+    path, never the socket: its command line is what says which socket it serves."""
+    target = os.path.realpath(socket_path)
+    found = []
+    for pid in _pids():
+        proc = read_process(pid)
+        if proc is None or "cri-dockerd" not in (proc.name, os.path.basename(proc.argv[0])):
+            continue
+        endpoint = go_flags(proc.argv[1:], (("container-runtime-endpoint",),)).get("container-runtime-endpoint") or "unix://" + CRI_DOCKERD_SOCKET
+        path = endpoint[len("unix://"):] if endpoint.startswith("unix://") else endpoint
+        if path.startswith("/") and os.path.realpath(in_process(proc, path)) == target:
+            found.append(proc)
+    return found
+
+
 def find_runtime(socket_path):
-    """(runtime, trusted Process, [Untrusted]) of the containerd or cri-o listening on ``socket_path``: runtime None
-    when no trusted process listens there (its Process then the trusted listener that is no runtime, else None).
+    """(runtime, trusted Process, [Untrusted]) of the containerd, cri-o or cri-dockerd listening on ``socket_path``:
+    runtime None when no trusted process listens there (its Process then the trusted listener that is no runtime, else
+    None).
 
     A listener that fails trust_problem is ignored, its command line not believed; of several processes holding the
-    socket (a daemon's children may inherit it), the one its unit runs (RUNTIME_UNITS) wins, else the lowest pid."""
+    socket (a daemon's children may inherit it), the one its unit runs (RUNTIME_UNITS) wins, else the lowest pid. With
+    no listener in /proc/net/unix, the cri-dockerd that names the socket (cri_dockerd_candidates), under the same rules."""
     def read():
         procs = [p for p in (read_process(pid) for pid in listener_pids(socket_path)) if p is not None]
+        if not procs:
+            procs = cri_dockerd_candidates(socket_path)
         return choose(procs, tuple(u for names in RUNTIME_UNITS.values() for u in names))
 
     proc, untrusted = _reading(("runtime", os.path.realpath(socket_path)), read)
@@ -338,10 +368,59 @@ def find_runtime(socket_path):
 
 
 def runtime_process(socket_path):
-    """(runtime, Process) of the trusted containerd or cri-o listening on ``socket_path``; (None, None) when none does
-    (find_runtime; (None, Process) when the trusted listener is no runtime we know)."""
+    """(runtime, Process) of the trusted containerd, cri-o or cri-dockerd listening on ``socket_path``; (None, None)
+    when none does (find_runtime; (None, Process) when the trusted listener is no runtime we know)."""
     runtime, proc, _untrusted = find_runtime(socket_path)
     return runtime, proc
+
+
+DOCKER_SOCKET = "/var/run/docker.sock"
+
+
+def _is_dockerd(proc):
+    return proc is not None and "dockerd" in (proc.name, os.path.basename(proc.argv[0]))
+
+
+def dockerd_process(socket_path):
+    """The trusted Process of the dockerd listening on the Docker Engine socket ``socket_path``, or None.
+
+    The listeners (/proc/net/unix), else the dockerds whose ``-H``/``--host`` names the socket (resolved; Docker's
+    default socket when they name none): /proc/net/unix lists the sockets of this network namespace only, and a dockerd
+    may run in another one (a systemd unit's PrivateNetwork, a test harness). Only root's dockerd from a root-owned
+    executable is believed (choose: docker.service's first), whose command line then names its data root."""
+    procs = [p for p in (read_process(pid) for pid in listener_pids(socket_path)) if _is_dockerd(p)]
+    if not procs:
+        target = os.path.realpath(socket_path)
+        for pid in _pids():
+            proc = read_process(pid)
+            if not _is_dockerd(proc):
+                continue
+            hosts = _all_values(proc.argv[1:], ("host", "H")) or ["unix://" + DOCKER_SOCKET]
+            for host in hosts:
+                path = host[len("unix://"):] if host.startswith("unix://") else None
+                if path and path.startswith("/") and os.path.realpath(in_process(proc, path)) == target:
+                    procs.append(proc)
+                    break
+    return choose(procs, DOCKERD_UNITS)[0]
+
+
+def _all_values(words, aliases):
+    """Every value of a repeatable flag (``-H a -H b``, ``--host=a``) in ``words``, as Go's flag packages read them."""
+    values, words, i = [], list(words), 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if word == "--":
+            break
+        name, sep, value = word.lstrip("-").partition("=")
+        if not word.startswith("-") or name not in aliases:
+            continue
+        if not sep:
+            if i >= len(words):
+                break
+            value, i = words[i], i + 1
+        values.append(value)
+    return values
 
 
 def in_process(proc, path):
@@ -483,15 +562,23 @@ CRIO_FLAGS = (("config", "c"), ("config-dir", "d"), ("root", "r"), ("runroot",),
 CRIO_ENV = {"config": "CONTAINER_CONFIG", "config-dir": "CONTAINER_CONFIG_DIR", "root": "CONTAINER_ROOT", "runroot": "CONTAINER_RUNROOT",
             "pause-image": "CONTAINER_PAUSE_IMAGE", "storage-driver": "CONTAINER_STORAGE_DRIVER", "imagestore": "CONTAINER_IMAGESTORE"}
 STORAGE_CONF_ENV = "CONTAINERS_STORAGE_CONF"
-PATH_FLAGS = ("config", "config-dir", "root", "state", "runroot", "imagestore", "address", "storage-conf")
+# cri-dockerd (cobra/pflag): the Docker Engine it talks to; dockerd: its data root (--graph and -g before 17.05), daemon.json
+CRI_DOCKERD_FLAGS = (("docker-endpoint",),)
+DOCKERD_FLAGS = (("data-root", "graph", "g"), ("config-file",), ("exec-root",))
+PATH_FLAGS = ("config", "config-dir", "root", "state", "runroot", "imagestore", "address", "storage-conf", "data-root", "config-file", "exec-root")
 
 
 def runtime_flags(runtime, words, environ=None, proc=None):
-    """``{flag: value}`` of containerd's (config, root, state, address) or cri-o's (config, config-dir, root, runroot,
-    pause-image, storage-driver, imagestore, and storage-conf from CONTAINERS_STORAGE_CONF) command line ``words``
-    (without the program); paths relative to ``proc``'s working directory; placeholders left unexpanded are no value."""
+    """``{flag: value}`` of containerd's (config, root, state, address), cri-o's (config, config-dir, root, runroot,
+    pause-image, storage-driver, imagestore, and storage-conf from CONTAINERS_STORAGE_CONF), cri-dockerd's
+    (docker-endpoint) or dockerd's (data-root, config-file, exec-root) command line ``words`` (without the program);
+    paths relative to ``proc``'s working directory; placeholders left unexpanded are no value."""
     environ = environ or {}
-    if runtime == "crio":
+    if runtime == "cri-dockerd":
+        found = go_flags(words, CRI_DOCKERD_FLAGS)
+    elif runtime == "dockerd":
+        found = go_flags(words, DOCKERD_FLAGS)
+    elif runtime == "crio":
         found = {flag: environ[var] for flag, var in CRIO_ENV.items() if environ.get(var)}
         found.update(go_flags(words, CRIO_FLAGS))
         if environ.get(STORAGE_CONF_ENV):

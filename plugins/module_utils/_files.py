@@ -12,14 +12,16 @@ could point the write at any file of the node. ``chase`` resolves a path one com
 ``chase()`` with ``CHASE_SAFE`` does, each step relative to the directory opened at the step before (``openat`` with
 ``O_NOFOLLOW``), never by the path's text again:
 
-* a directory is trusted when root owns it and no one else may write it (group and others have no write bit, or it
-  is sticky, as /tmp: then only the entry's owner may rename or remove it);
+* a directory is trusted when it is root's alone (``problem``: root owns it and group and others have no write bit)
+  or root's and sticky, as /tmp (then only an entry's owner may rename or remove it);
 * looking a name up in a directory that is not trusted, following a symbolic link another user owns, or taking a file
   another user owns from a directory others may write (/tmp: they put it there) is an *unsafe transition*;
 * a write refuses the first unsafe transition with one sentence naming the component and its owner (UnsafePathError)
   and writes nothing; a read goes on and reports each one (``Chased.unsafe``), as the daemons read such files too;
 * root's symbolic links are followed (absolute ones from /, relative ones from their directory), ``..`` goes to the
-  parent of the directory reached so far (as the kernel does), at most MAX_LINKS links are followed (ELOOP).
+  parent of the directory reached so far (as the kernel does), at most MAX_LINKS links are followed (ELOOP);
+* ``strict`` (what root will execute: the gc_timer role's check of its interpreter and code) asks more: every
+  component met, the last one included, must be root's alone, and a sticky directory others write is no exception.
 
 ``atomic_write`` writes through the directory ``chase`` opened: a temporary file created there (``O_EXCL``,
 ``O_NOFOLLOW``), fsync, the old file's owner, mode and extended attributes (ACLs, SELinux label) kept, then
@@ -63,14 +65,18 @@ def owner(uid):
         return "uid %d" % uid
 
 
-def directory_problem(st):
-    """Why a directory of stat ``st`` is not trusted (another owner, or writable by group or others and not sticky), or None."""
+def problem(st, sticky=False):
+    """Why the file, directory or symbolic link of (l)stat ``st`` is not root's alone, or None: root must own it and
+    neither its group nor others may write it (a link's own mode is never used). The one rule of who may change what
+    root reads, writes and runs. ``sticky``: a sticky directory others write (/tmp) passes, as a directory to look a
+    name up in (only an entry's owner may rename or remove it there)."""
     if st.st_uid != 0:
         return "owned by %s, not root" % owner(st.st_uid)
-    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-        return "writable by %s (mode %04o)" % ("group and others" if st.st_mode & 0o022 == 0o022 else "its group" if st.st_mode & 0o020 else "others",
-                                               stat.S_IMODE(st.st_mode))
-    return None
+    mode = st.st_mode
+    if not mode & 0o022 or stat.S_ISLNK(mode) or (sticky and stat.S_ISDIR(mode) and mode & stat.S_ISVTX):
+        return None
+    writers = "its group and others" if mode & 0o022 == 0o022 else "its group" if mode & 0o020 else "others"
+    return "writable by %s (mode %04o)" % (writers, stat.S_IMODE(mode))
 
 
 class Unsafe:
@@ -124,19 +130,19 @@ class Chased:
 
 
 def _readlink(dir_fd, name):
-    """(owner uid, target) of the symbolic link ``name`` of ``dir_fd``, read through one descriptor of the link itself."""
+    """(lstat, target) of the symbolic link ``name`` of ``dir_fd``, read through one descriptor of the link itself."""
     fd = os.open(name, _LINK, dir_fd=dir_fd)
     try:
         st = os.fstat(fd)
         if not stat.S_ISLNK(st.st_mode):
             raise OSError(errno.EAGAIN, "changed while it was resolved", name)
         try:
-            return st.st_uid, os.readlink("", dir_fd=fd)  # readlinkat(fd, ""): this very link (Linux 2.6.39+)
+            return st, os.readlink("", dir_fd=fd)  # readlinkat(fd, ""): this very link (Linux 2.6.39+)
         except OSError:
             target = os.readlink(name, dir_fd=dir_fd)
             if os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_ino != st.st_ino:
                 raise OSError(errno.EAGAIN, "changed while it was resolved", name)
-            return st.st_uid, target
+            return st, target
     finally:
         os.close(fd)
 
@@ -145,7 +151,7 @@ def _parts(text):
     return [p for p in text.split("/") if p not in ("", ".")]
 
 
-def chase(path, write=False, follow=True, mkdir=None, shown=None):
+def chase(path, write=False, follow=True, mkdir=None, shown=None, strict=False):
     """Resolve ``path`` safely (see the module's docstring); returns a Chased (close it, or use it in a ``with``).
 
     ``write``: the first unsafe transition raises UnsafePathError naming ``shown`` (default: ``path``); else each is
@@ -153,6 +159,8 @@ def chase(path, write=False, follow=True, mkdir=None, shown=None):
     else it is the result itself. ``mkdir``: missing directories on the way are created with that mode (then checked
     like the others); without it a missing directory raises FileNotFoundError naming it. A missing last component is no
     error (``st`` None, ``link`` naming the link when it was the end of one); too many links raise OSError ELOOP.
+    ``strict``: each component met (``/``, every directory, link and the last component) must pass ``problem``
+    without the sticky exception; an unsafe transition otherwise.
     """
     shown = shown or path
     todo = _parts(path if path.startswith("/") else os.path.join(os.getcwd(), path))
@@ -160,12 +168,12 @@ def chase(path, write=False, follow=True, mkdir=None, shown=None):
     try:
         dir_st = os.fstat(fd)
         while True:
+            why = problem(dir_st, sticky=not strict) if todo or strict else None  # the directory a name is looked up in
+            if why:
+                _unsafe(Unsafe(directory, "a directory", why), write, shown, unsafe)
             if not todo:  # the path named a directory (or /): the result is that directory
                 return Chased(fd, directory, "", dir_st, unsafe, link)
             name = todo.pop(0)
-            why = directory_problem(dir_st)
-            if why:
-                _unsafe(Unsafe(directory, "a directory", why), write, shown, unsafe)
             if name == "..":
                 parent = os.open("..", _DIR, dir_fd=fd)
                 os.close(fd)
@@ -186,9 +194,10 @@ def chase(path, write=False, follow=True, mkdir=None, shown=None):
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             component = os.path.join(directory, name)
             if stat.S_ISLNK(st.st_mode) and (todo or follow):
-                uid, target = _readlink(fd, name)
-                if uid != 0:
-                    _unsafe(Unsafe(component, "a symbolic link", "owned by %s, not root" % owner(uid)), write, shown, unsafe)
+                link_st, target = _readlink(fd, name)
+                why = problem(link_st)
+                if why:
+                    _unsafe(Unsafe(component, "a symbolic link", why), write, shown, unsafe)
                 links += 1
                 if links > MAX_LINKS:
                     raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), shown)
@@ -199,6 +208,9 @@ def chase(path, write=False, follow=True, mkdir=None, shown=None):
                     fd, directory = os.open("/", _DIR), "/"
                     dir_st = os.fstat(fd)
                 continue
+            why = problem(st) if strict else None  # each directory on the way, and the last component
+            if why:
+                _unsafe(Unsafe(component, _kind(st), why), write, shown, unsafe)
             if not todo:
                 if st.st_uid != 0 and dir_st.st_mode & 0o022:  # a sticky directory others write: they may have put it there
                     _unsafe(Unsafe(component, _kind(st), "owned by %s in a directory others may write" % owner(st.st_uid)), write, shown, unsafe)
@@ -229,7 +241,7 @@ def _unsafe(found, write, shown, unsafe):
 
 def open_directory(path, mode=None, shown=None, follow=True):
     """A descriptor of the directory ``path``, resolved for writing (chase, UnsafePathError), itself trusted
-    (directory_problem: UnsafePathError naming it); created with ``mode`` when missing and ``mode`` is given (its
+    (``problem``, sticky or not: UnsafePathError naming it); created with ``mode`` when missing and ``mode`` is given (its
     missing parents too). ``follow`` False: a symbolic link as the last component fails with ELOOP."""
     with chase(path, write=True, mkdir=mode, shown=shown, follow=follow) as found:
         if found.st is None and found.name:
@@ -246,7 +258,7 @@ def open_directory(path, mode=None, shown=None, follow=True):
         else:
             fd = os.open(found.name, _DIR, dir_fd=found.dir_fd)
     try:
-        why = directory_problem(os.fstat(fd))
+        why = problem(os.fstat(fd), sticky=True)
         if why:
             unsafe = Unsafe(found.path, "a directory", why)
             raise UnsafePathError(unsafe_write(shown or path, unsafe), unsafe)
@@ -322,7 +334,9 @@ def atomic_write(path, text, mode=0o644, keep_owner_mode=True, prefix=None, chec
                         _copy_xattrs(old, f.fileno())
                     finally:
                         os.close(old)
-                    os.fchown(f.fileno(), st.st_uid, st.st_gid)
+                    new = os.fstat(f.fileno())
+                    if (new.st_uid, new.st_gid) != (st.st_uid, st.st_gid):  # a sandbox without @chown (the gc_timer's) writes root's files
+                        os.fchown(f.fileno(), st.st_uid, st.st_gid)
                     os.fchmod(f.fileno(), stat.S_IMODE(st.st_mode))
                 else:
                     if existing:

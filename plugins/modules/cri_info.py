@@ -153,12 +153,13 @@ images:
       type: str
       sample: sha256:0b91269eb3cd9f42007139daa49bc24b48dc849e570f70580eae3fdb3e1a07b0
     repo_tags:
-      description: Tags.
+      description: Tags, in full (C(docker.io/library/busybox:1.36)) also where the runtime lists docker.io's images by their
+        short names (Docker Engine); Docker's C(<none>:<none>) placeholder is no tag.
       type: list
       elements: str
       sample: [registry.k8s.io/coredns/coredns:v1.11.1]
     repo_digests:
-      description: Repository digests.
+      description: Repository digests, in full as the tags.
       type: list
       elements: str
       sample: [registry.k8s.io/coredns/coredns@sha256:1eeb4c7316bacb1d4c8ead65571cd92dd21e27359f0d4917f1a5822a73b75db1]

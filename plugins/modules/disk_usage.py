@@ -17,14 +17,21 @@ description:
     every snapshotter containerd runs, as its introspection API lists them, leases, containers, sandboxes), following the
     references containerd's garbage collector of the running release line follows (the model M(kubenode.gc.storage_gc)
     describes: back references from 2.2, conditional references from 2.3; a version of another line gets the newest line's
-    rules and a warning), so every byte counts
-    once, in the first category that claims it, in this order: V(k8s_images), V(other_namespace_images), V(writable_layers),
-    V(leased), V(unreferenced_snapshots); V(stale_ingests) and V(container_logs) are separate files."
+    rules and a warning), so every byte counts once, in the first category that claims it, in this order:
+    V(unpacked_layer_blobs), V(k8s_images), V(other_namespace_images), V(writable_layers), V(leased),
+    V(unreferenced_snapshots); V(stale_ingests) and V(container_logs) are separate files."
   - Sizes come from the runtime's APIs (content sizes, C(snapshots.Usage) of snapshots, CRI C(ListContainerStats) for the
     writable layers of the CRI's containers), never from walking the content store. Only the containers' log directories
     and the pod volume directories are walked, at most O(walk_limit) entries in all.
   - On cri-o it reports what the CRI shows (images with the sizes cri-o gives, writable layers) and the logs;
     RV(not_visible) names the categories it cannot see there, which then count in V(unaccounted).
+  - "On Docker Engine (cri-dockerd, CRI runtime name V(docker)) it attributes the used bytes of dockerd's data root (the image
+    filesystem cri-dockerd reports) from the Engine API's C(GET /system/df), on the engine the running cri-dockerd's
+    C(--docker-endpoint) names (else C(DOCKER_HOST), else C(unix:///var/run/docker.sock)), used only when its data root is
+    that image filesystem: V(k8s_images), V(writable_layers), V(non_k8s_containers), V(container_logs), V(volumes),
+    V(build_cache) and V(unaccounted) (the containerd categories are absent). Layers shared between images count once.
+    It does not use C(ListContainerStats), which cri-dockerd answers without a container's writable layer until its stats
+    cache has seen the container."
 author:
   - kubenode.gc contributors (@kubenode)
 extends_documentation_fragment:
@@ -96,7 +103,12 @@ categories:
     - V(k8s_images) are the images of containerd's C(k8s.io) namespace (the CRI's), their blobs and unpacked snapshots; a blob
       shared with another namespace counts here. An image object's C(id) is its target (manifest or index) digest and its
       C(name) its first name that is not a digest; a blob or layer shared by several images counts for the first by name.
-    - V(other_namespace_images) are images and their blobs and snapshots in other namespaces (moby, buildkit, default, ...).
+    - V(unpacked_layer_blobs) are the compressed layer blobs of the C(k8s.io) images whose layers are all unpacked in the
+      snapshotters the CRI uses, the second copy of those layers, which M(kubenode.gc.storage_gc) with
+      O(kubenode.gc.storage_gc#module:discard_unpacked_layers) frees (the module's description says which images count).
+      Only blobs that would then go count (not one another image, namespace, lease or label still needs). Each object is a
+      blob, with C(id) its digest, C(bytes), and C(images), the names of the images whose manifests name it. These bytes are not
+      in V(k8s_images). V(0) on cri-o, which keeps no compressed copy of a layer.
     - V(writable_layers) are the containers' writable layers in every namespace; for the CRI's containers as CRI
       C(ListContainerStats) reports them, for the others (C(ctr), C(nerdctl), pod sandboxes) their snapshot's usage. The
       CRI's are empty, with a warning, when the runtime reports them on a separate container filesystem (cri-o with C(imagestore)).
@@ -113,6 +125,20 @@ categories:
       garbage collection removes. Each with C(age_seconds) since it was created.
     - V(unaccounted) is RV(used_bytes) minus all of the above.
     - A category the module cannot see on this runtime (see RV(not_visible)) is V(null).
+    - "On Docker Engine the categories are these instead (disjoint, adding up to RV(used_bytes)): V(k8s_images), every image
+      of the engine (the CRI lists them all) with their layers once (Docker's C(LayersSize)); an image object has C(id),
+      C(name) (its first tag), C(bytes) (what only it holds), C(shared_bytes) (layers it shares with other images) and
+      C(containers) (how many use it). V(writable_layers), the writable layers of the containers the kubelet created
+      (their C(io.kubernetes.*) labels: pod containers and sandboxes), each with C(id), C(name) (Docker's), C(namespace) and
+      C(pod). V(non_k8s_containers), the writable layers of every other container (C(docker run), compose, CI jobs), each
+      with C(id), C(name), C(image) and C(state) (V(running), V(created), V(exited) or V(unknown)). V(container_logs),
+      Docker's json-file logs in the data root (C(containers/<id>/<id>-json.log*), where the CRI's log paths link to),
+      per container (C(id), C(name), C(namespace), C(kubernetes)), plus files of their own in the kubelet's pod log
+      directories on that filesystem. V(volumes), the engine's volumes (C(name), C(bytes), C(in_use) - a container, in any
+      state, references it - C(anonymous) and C(driver)). V(build_cache), BuildKit's cache records no image shares (C(id),
+      C(type), C(bytes), C(in_use), C(last_used)), as C(docker system df) counts them; a record an image shares is that
+      image's layer, in V(k8s_images). V(unaccounted), Docker's own metadata, its containerd's files and anything else on
+      that filesystem."
   returned: success
   type: dict
   sample:
@@ -126,7 +152,7 @@ nodefs:
   returned: success
   type: dict
 not_visible:
-  description: The categories this runtime does not let the module see (cri-o has no namespaces, ingests or leases).
+  description: The categories this runtime does not let the module see (cri-o has no namespaces, ingests or leases; empty on Docker Engine).
   returned: success
   type: list
   elements: str
@@ -140,7 +166,8 @@ elapsed_seconds:
   returned: success
   type: float
 rpc_calls:
-  description: How many calls of each method the module made (containerd's own API as C(containerd.<service>.<Method>)).
+  description: How many calls of each method the module made (containerd's own API as C(containerd.<service>.<Method>), Docker's
+    Engine API as C(docker.<Operation>)).
   returned: always
   type: dict
 """

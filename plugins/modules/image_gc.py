@@ -67,28 +67,45 @@ description:
     per image, so the first batch is one image and later batches are sized by the inodes measured so far; a batch that
     frees no inodes ends the pass with a warning. The inode pass always measures, whatever O(measure_freed), and runs
     also when O(high_threshold_percent=100) turns the byte pass off.
+  - "Docker Engine (cri-dockerd): Docker runs containers the CRI does not list (C(docker run), compose, CI jobs). Their images
+    are in use too (RV(kept) C(in_use); in RV(listed_kept) each such container is named by its Docker name, with no pod and
+    C(outside_kubernetes=true)): the module lists every container of the engine the running cri-dockerd's
+    C(--docker-endpoint) names (else C(DOCKER_HOST), else C(unix:///var/run/docker.sock)), with the node read and again
+    before each batch, and uses that engine only when its data root is the image filesystem cri-dockerd reports. Without
+    that list no image is judged unused: the run fails before removing anything. When Docker still refuses a removal
+    because a container it started since the last list uses the image (its C(conflict ... must force) answer), the image
+    is kept and reported as one that came into use during the run, never a failure; Docker removes the image's other tags
+    before it refuses on the last one, which the warning says."
+  - A removal is confirmed from the image list, never from the runtime's answer alone (cri-dockerd answers success for a
+    name it removes nothing of). After the removals the images are listed once more, and an image the runtime answered
+    for that is still listed is a failed removal (RV(errors)), not a removed one.
+  - Every image name is reported in full (C(docker.io/library/busybox:1.36)), also where the runtime lists docker.io's
+    images by their short names (Docker); Docker's C(<none>:<none>) placeholder is no name.
   - Images mounted as volumes (KEP-4639, C(ContainerStatus.mounts[].image)) by any container in any state are in use
     too (RV(kept) C(in_use)); containerd 2.x would remove them when asked, and the pod would break at its next restart.
     ListContainers does not carry mounts, so on runtimes that can mount images (containerd 2.1+, cri-o 1.31+, and any
     runtime not known to lack them; not containerd 1.x or cri-dockerd) the run makes one C(ContainerStatus) call per
     container (at most 32 in flight at once), and before each batch one per container created since the last look (a
     container's mounts never change). Cost per run - C(Version), C(Status), C(ImageFsInfo), C(ListPodSandbox) (where
-    the sandbox image is not in C(Status)), C(ListImages) once; C(ListContainers) once plus once per batch;
+    the sandbox image is not in C(Status)), C(ListImages) once, and once more after removals through C(RemoveImage) to
+    confirm them; C(ListContainers) once plus once per batch (on Docker Engine also Docker's C(GET /info) once and
+    C(GET /containers/json) once plus once per batch);
     C(ContainerStatus) once per container where image volumes exist; one C(RemoveImage) per removal, or, on the native
     removal path below, one containerd C(images.Delete) per image name, one lease C(Create) and C(Delete), and one more
     C(ListImages).
-  - Native removal path (containerd 1.6, 1.7 and 2.x). The CRI's C(RemoveImage) deletes an image's records with one
-    synchronous garbage collection per image. On these containerd versions, a max-age or prune pass of at least 32 images
-    instead deletes each image's records (its tags, digests and id) through containerd's own images API on the same
-    socket, without a collection, then runs one synchronous collection for the whole pass (a transient lease deleted
-    with C(sync), as M(kubenode.gc.storage_gc) does), then waits (5 seconds at most) until the CRI's C(ListImages) lists
-    none of them; an image the CRI still lists then goes through C(RemoveImage). The containers are listed again before
-    each batch, the plan, the ledger, the node lock and the results are the same as through the CRI. The CRI's image
-    cache follows containerd's image events on these versions; the collection's integration tests prove it on each
-    (C(tests/integration/test_image_gc_native.py) - the CRI stops listing the images at once, lists them again when they
-    are imported again, C(ImageFsInfo) reflects the freed bytes, the sandbox image and images in use are intact).
-    Other containerd versions, cri-o, other runtimes, smaller passes and the measured threshold and inode passes
-    (which measure after each batch) use the CRI.
+  - Native removal path (containerd 1.6, 1.7, 2.1, 2.2 and 2.3). The CRI's C(RemoveImage) deletes an image's records
+    with one synchronous garbage collection per image. On these containerd versions, a max-age or prune pass of at least
+    32 images instead deletes each image's records (its tags, digests and id) through containerd's own images API on the
+    same socket, without a collection, then runs one synchronous collection for the whole pass (a transient lease
+    deleted with C(sync), as M(kubenode.gc.storage_gc) does), then waits (5 seconds at most) until the CRI's
+    C(ListImages) lists none of them; an image the CRI still lists then goes through C(RemoveImage). The containers are
+    listed again before each batch, the plan, the ledger, the node lock and the results are the same as through the CRI.
+    The CRI's image cache follows containerd's image events on these versions; the collection's integration tests prove
+    it on each with images pulled through the CRI (C(tests/integration/test_image_gc_native.py) - the CRI stops listing
+    the images at once, containerd keeps no record of them, lists them again when they are pulled again and a container
+    starts from one, C(ImageFsInfo) reflects the freed bytes, the sandbox image and images in use are intact). Other
+    containerd versions (2.0, and release lines after 2.3 until they are tested), cri-o, other runtimes, smaller passes
+    and the measured threshold and inode passes (which measure after each batch) use the CRI.
   - The kubelet's pulled-image credential records (KEP-2535, C(<kubelet root>/image_manager/)) are never touched by any
     module of this collection; the kubelet prunes stale records itself. Deleting them would open preloaded images to
     every pod. The audit playbook reports their number and the C(KubeletEnsureSecretPulledImages) feature gate.
@@ -391,12 +408,13 @@ listed_kept:
       type: str
     containers:
       description: With V(in_use), the containers using it - C(pod_namespace), C(pod_name), C(container) (its name),
-        C(state) (V(running), V(exited), V(created) or V(unknown)) and C(running) (a boolean).
+        C(state) (V(running), V(exited), V(created) or V(unknown)), C(running) (a boolean) and C(outside_kubernetes) (a
+        container Docker Engine runs that the CRI does not list, with V(null) pod and its Docker name).
       type: list
       elements: dict
   sample: [{"id": "sha256:00435ba0", "repo_tags": ["registry.example.com/payments/api:1.4.2"], "patterns": ["registry.example.com/payments/api:1.4.2"],
             "reason": "in_use", "containers": [{"pod_namespace": "shop", "pod_name": "api-7d9c", "container": "api", "state": "running",
-                                                "running": true}]}]
+                                                "running": true, "outside_kubernetes": false}]}]
 kept:
   description:
     - Images not removed, counted by the first reason that applies.
@@ -530,7 +548,9 @@ ledger:
   sample: {"path": "/var/lib/kubenode-gc/image-ledger.json", "saved": true, "records": 42}
 rpc_calls:
   description:
-    - CRI calls made, per method. Lists are read once; containers once more before each batch of removals.
+    - CRI calls made, per method. Lists are read once; containers once more before each batch of removals; images once
+      more after removals through C(RemoveImage).
+    - On Docker Engine, Docker's Engine API calls as C(docker.<Operation>) (C(docker.SystemInfo), C(docker.ContainerList)).
     - C(ContainerStatus) once per container, and before each batch once per new container, on runtimes with image
       volumes (see the notes in the description); absent elsewhere.
   returned: always

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: runtime_config
-short_description: Read, audit and set the storage settings of containerd and CRI-O in their TOML configuration files
+short_description: Read, audit and set the storage settings of containerd and CRI-O in their TOML files; report Docker Engine's data root
 version_added: 0.1.0
 description:
   - Reads the storage settings of the container runtime (where it keeps images and state, which snapshotter or storage driver
@@ -36,6 +36,13 @@ description:
     C(--state /run/k3s/containerd), which win over the file. RV(current) reports those (with C(root_from_command_line)
     and C(state_from_command_line) findings when the file says otherwise), a C(root) or C(state) setting fails, and the
     generated file is never edited (see below)."
+  - "Docker Engine (O(runtime=docker), cri-dockerd on the CRI socket): read only. The module reports dockerd's data root - the
+    image filesystem's root - from the running dockerd (the one listening on the socket the running cri-dockerd's
+    C(--docker-endpoint) names, else C(/var/run/docker.sock); else C(docker.service)'s command line): its C(--data-root),
+    else C(data-root) of its C(daemon.json) (its C(--config-file), else C(/etc/docker/daemon.json), or O(path)), else
+    C(/var/lib/docker). With O(query_runtime) a C(data_root_not_imagefs) finding says when the image filesystem
+    cri-dockerd reports to the kubelet (the running dockerd's data root) is another directory. Editing dockerd's
+    configuration is out of scope: O(settings) and O(content) fail with one sentence and nothing is written."
   - "k0s: its containerd reads C(/etc/k0s/containerd.toml) (which k0s writes, C(# k0s_managed=true)) and its imports, with
     C(--root /var/lib/k0s/containerd) and C(--state /run/k0s/containerd)."
   - "Generated files are never edited: a file whose header (the comment lines it starts with) says C(DO NOT EDIT), or
@@ -136,8 +143,10 @@ options:
         if O(path) (when not given, C(/etc/containerd/config.toml) or RKE2's or k3s's config) exists, V(crio) if
         C(/etc/containers/storage.conf), C(/etc/crio/crio.conf) or C(/etc/crio/crio.conf.d) exists, and the module fails
         when both or neither do.
+      - V(docker) (cri-dockerd in front of Docker Engine) is read only; it is what the running runtime gives when cri-dockerd
+        listens on the CRI socket.
     type: str
-    choices: [containerd, crio]
+    choices: [containerd, crio, docker]
   path:
     description:
       - The runtime's main configuration file. When not set, the C(--config) of the running runtime (with O(query_runtime)),
@@ -159,12 +168,23 @@ options:
     type: path
   settings:
     description:
-      - The settings to enforce, as strings (C(pinned_images) a list). When not given, the module only reads and reports.
+      - The settings to enforce, as strings (C(pinned_images) a list, C(discard_unpacked_layers) a boolean). When not given,
+        the module only reads and reports.
       - Keys left out or null are not touched. Other keys fail the task, naming the keys the runtime supports.
       - "containerd: C(root) and C(state) (absolute paths; C(root) holds images and snapshots), C(snapshotter) (the CRI
         plugin's snapshotter, such as V(overlayfs), V(zfs) or V(native)) and C(sandbox_image) (the pod sandbox image:
         C(sandbox_image) of the CRI plugin in version 2, C(pinned_images.sandbox) of C(io.containerd.cri.v1.images) in
         version 3)."
+      - "containerd: C(discard_unpacked_layers) (V(true) or V(false)): whether containerd's CRI pulls images so that its
+        garbage collection frees their compressed layer blobs once they are unpacked (new pulls only; containerd's default
+        V(false); M(kubenode.gc.storage_gc) with O(kubenode.gc.storage_gc#module:discard_unpacked_layers) frees those of
+        images already pulled). Version 2: C([plugins.\"io.containerd.grpc.v1.cri\".containerd] discard_unpacked_layers);
+        version 3 and 4: C([plugins.'io.containerd.cri.v1.images'] discard_unpacked_layers). containerd 2.x reads a
+        version 2 file by migrating it, and its migration takes this key (and C(snapshotter)) from the CRI plugin's
+        C(containerd) table only when that table has a C(runtimes) table (2.1, 2.2 and 2.3 alike: C(containerd config dump)
+        shows V(false) otherwise); so in a version 2 file without one, the module also writes
+        C([plugins.\"io.containerd.cri.v1.images\"] discard_unpacked_layers), which containerd 2.x reads there and 1.x
+        ignores. A C(dropped_by_containerd_2) finding names any such key a version 2 file sets only where 2.x drops it."
       - "containerd 2.x (version 3 or 4 only): C(pinned_images), a list of image references that containerd pins (reports
         C(pinned) over the CRI, so the kubelet never removes them). Each is written, fully qualified, as
         C(\"kubenode-gc/<image>\" = \"<image>\") in C(pinned_images) of C(io.containerd.cri.v1.images), whose every
@@ -336,15 +356,18 @@ current:
   description:
     - The effective value of every setting of the runtime after the run (in check mode, as it would be), with the
       runtime's default where no file sets it (V(null) where the default depends on the runtime's version).
+    - containerd's C(discard_unpacked_layers) is a boolean (containerd's default V(false)).
     - containerd also has C(config_version), V(1), V(2), V(3), V(4) or V(null) for a missing or empty file (that of the
       main file), and in versions 3 and 4 C(pinned_images), the sorted images of the C(kubenode-gc/) entries of
       C(pinned_images). For k3s and RKE2, C(root) and C(state) are those of their containerd command line.
       containerd's values are those of the main file merged with its C(imports).
     - For CRI-O, C(storage.conf) values are overridden by C([crio]) keys of C(crio.conf) and then by the drop-ins.
+    - For Docker Engine, C(data_root), C(data_root_source) (V(command_line), V(config_file) or V(default)), C(config_file)
+      (the C(daemon.json) read), C(config_file_exists) and C(docker_endpoint) (the engine's socket).
   returned: always
   type: dict
   sample: {"config_version": 2, "root": "/var/lib/containerd", "state": "/run/containerd", "snapshotter": "overlayfs",
-           "sandbox_image": "registry.k8s.io/pause:3.10"}
+           "sandbox_image": "registry.k8s.io/pause:3.10", "discard_unpacked_layers": false}
 changes:
   description:
     - The settings whose effective value this run changes (in check mode, would change), with the value before and
@@ -369,13 +392,17 @@ findings:
       C(config_version_1), C(crio_root_mismatch), C(crio_runroot_mismatch), C(crio_imagestore_mismatch),
       C(crio_storage_driver_mismatch), C(dropin_overrides), C(import_overrides) (a containerd import overrides a value of
       the main file), C(generated_file) (a file read is generated, see the description), C(config_version_4),
+      C(dropped_by_containerd_2) (a version 2 file sets C(snapshotter) or C(discard_unpacked_layers) where containerd 2.x
+      drops it, see O(settings); V(info), V(warning) when the running containerd is 2.x),
       C(root_from_command_line) and C(state_from_command_line) (containerd's C(--root)/C(--state) - of the running runtime, its
       unit, MicroK8s, k3s, RKE2 or k0s), C(graphroot_from_command_line), C(runroot_from_command_line),
       C(imagestore_from_command_line), C(driver_from_command_line) and C(pause_image_from_command_line) (cri-o's flags),
-      C(daemon_differs_from_files) (the running runtime names another value - containerd's CRI status its root or state,
+      C(daemon_differs_from_files) (the running runtime names another value - containerd's CRI status its root or state, and
+      on 1.x its C(discard_unpacked_layers),
       cri-o's configuration its graphroot, runroot, driver or imagestore), C(daemon_reads_other_file)
       (O(path), O(storage_path) or O(dropin_dir) is not what the runtime reads), C(template_placeholder) (a C(${VAR}) value
-      of a template), C(runtime_unreachable) and C(runtime_other) (the socket belongs to another runtime, so the runtime
+      of a template), C(data_root_not_imagefs) (Docker Engine - dockerd's configured data root is not the image filesystem
+      cri-dockerd reports), C(runtime_unreachable) and C(runtime_other) (the socket belongs to another runtime, so the runtime
       checks were skipped), C(untrusted_daemon_process) (the process listening on the socket is not root's, or runs from an
       executable another user owns or may write; ignored, named by pid, uid and executable) and C(untrusted_path) (a file
       was read through a directory or link another user owns or may write; an edit of it is refused).
@@ -399,7 +426,8 @@ daemon:
   description:
     - The running runtime whose command line the module used (with O(query_runtime)) - its C(pid) and the C(flags) read from
       its command line and environment (C(config), C(config-dir), C(root), C(state), C(runroot), C(pause-image),
-      C(storage-driver), C(imagestore), C(address), C(storage-conf)); V(null) when none was read.
+      C(storage-driver), C(imagestore), C(address), C(storage-conf); for Docker Engine the running dockerd's C(data-root),
+      C(config-file) and C(exec-root)); V(null) when none was read.
   returned: always
   type: dict
   sample: {"pid": 812, "flags": {"config": "/etc/containerd/config.toml", "root": "/data/containerd"}}

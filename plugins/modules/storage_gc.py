@@ -8,15 +8,16 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: storage_gc
-short_description: Free containerd storage the CRI cannot see by removing roots and letting containerd's own garbage collector collect
+short_description: Free the storage the CRI cannot see - containerd's roots, Docker Engine's build cache and unused volumes
 version_added: 0.1.0
 description:
   - Plans and, outside check mode, frees containerd storage that no CRI tool (the kubelet, C(crictl), M(kubenode.gc.image_gc))
     can see, through containerd's own gRPC API on the CRI socket (namespaces, images, content, snapshots, leases, containers,
     sandboxes), and measures the freed bytes with C(statvfs).
-  - The module never deletes a blob or a snapshot itself. It removes only roots it chose (stale ingests, old leases, images of
-    O(namespaces) and, with O(release_gc_roots), C(containerd.io/gc.root) labels), then runs containerd's synchronous garbage
-    collection once, which frees whatever only those roots kept. containerd's collector is the single judge of what is referenced.
+  - The module never deletes a blob or a snapshot itself. It removes only roots and references it chose (stale ingests, old
+    leases, images of O(namespaces), with O(release_gc_roots) C(containerd.io/gc.root) labels, and with
+    O(discard_unpacked_layers) the layer references of unpacked images' manifests), then runs containerd's synchronous garbage
+    collection once, which frees whatever only those kept. containerd's collector is the single judge of what is referenced.
   - "The plan predicts that collection with a model of containerd's collector, the rules of the release line containerd runs
     (its version, from the CRI): C(metadata/gc.go) of 1.6 and 1.7, C(core/metadata/gc.go) of 2.0/2.1, 2.2 and 2.3. Its roots:
     every lease whose C(containerd.io/gc.expire) has not passed, with the blobs, snapshots, ingests and (2.x) images it holds
@@ -33,8 +34,22 @@ description:
     blob (V(usedat<DURATION|KEY) or V(usedat>DURATION|KEY)) keeps that snapshot while the object is kept and the snapshot's
     C(containerd.io/gc.cond.value-usedat) time is younger or older than the duration. What no root reaches is collected."
   - Works on containerd 1.6, 1.7, 2.0, 2.1, 2.2 and 2.3. A version of another line gets the newest line's rules (an older
-    1.x gets 1.6's), and a warning says so. On cri-o it returns RV(supported=false) with one warning naming the safe
-    procedure (drain the node, C(crio wipe)) and changes nothing.
+    1.x gets 1.6's), and a warning says so. It also works on Docker Engine through cri-dockerd (below). On cri-o it
+    returns RV(supported=false) with one warning naming the safe procedure (drain the node, C(crio wipe)) and changes
+    nothing.
+  - "B(Docker Engine) (the runtime behind cri-dockerd, CRI runtime name V(docker)): the module talks to the engine the running
+    cri-dockerd's C(--docker-endpoint) names (else C(DOCKER_HOST), else C(unix:///var/run/docker.sock)), and only when that
+    engine's data root is the image filesystem cri-dockerd reports. It removes, through the Engine API only, never files:
+    BuildKit's build cache records not used for longer than O(build_cache_max_age) and not in use (one C(POST /build/prune)
+    per record, children before their parents, with the age as BuildKit's own C(until) filter, so a record used since the
+    plan stays), and with O(remove_unused_volumes) the anonymous volumes no container references (C(DELETE /volumes/{name})
+    without force, which the engine refuses for a volume a container uses). Named volumes are never removed (Docker's
+    own C(volume prune) also removes unused named volumes on Docker 20.10, so it is not used). Images stay
+    M(kubenode.gc.image_gc)'s job, and no container, inside Kubernetes or outside it, is touched. RV(removed) is confirmed
+    from C(GET /system/df) after the removals. The containerd options (O(namespaces), O(keep_images), O(ingest_max_age),
+    O(lease_max_age), O(release_gc_roots), O(discard_unpacked_layers)) do nothing there (a warning names those set, but
+    O(keep_images) and O(ingest_max_age), which have values everywhere); O(build_cache_max_age) and O(remove_unused_volumes) do
+    nothing on containerd, also with a warning."
   - "Object kinds, what containerd's own garbage collector already does with each, and why this module's action is safe:"
   - "B(Ingests) (partial downloads, C(content.ListStatuses), one per namespace that opened it): containerd's GC keeps an ingest
     as long as a lease holds it, or, outside a lease, until an expiry of its own, which containerd writes (24 hours ahead)
@@ -63,6 +78,27 @@ description:
     C(content.Update)) from those that nothing else references, so that the GC collects them. The active snapshot of every
     container, running or not, is referenced by its container, and an unpack in progress holds its snapshots through the
     pull's lease, so neither is ever collected."
+  - "B(Compressed layer blobs of unpacked images) (O(discard_unpacked_layers)): a pull keeps each layer twice, the compressed
+    blob the registry served and its unpacked snapshot, and the image's manifest references the blobs
+    (C(containerd.io/gc.ref.content.l.<n>) labels) for as long as the image is kept. containerd's own C(discard_unpacked_layers)
+    setting pulls without those labels (its CRI's C(ChildGCLabelsFilterLayers), the same in 1.6, 1.7 and 2.x), so the GC frees
+    the blobs once unpacked; it applies to new pulls only. This option does the same for the images already on the node: it
+    removes those labels from the manifests (C(content.Update) with a field mask naming only them) and the GC frees the blobs.
+    The manifests, the configs and the snapshots stay, so the CRI lists the same images with the same ids and sizes, and
+    containers start from them as before."
+  - "An image of C(k8s.io) counts as unpacked when every manifest it reaches (an index's too) that names layers has a config
+    labelled C(containerd.io/gc.ref.snapshot.<snapshotter>), for every snapshotter the CRI unpacks into (its default one,
+    from its CRI status on 1.x and from the image filesystems it reports on 2.x, and each runtime handler's), naming a
+    committed snapshot whose chain of committed parents is as deep as the manifest's layers: the label containerd's unpacker writes once every layer is
+    in, and that keeps the snapshots as long as the image. Never touched: an image not unpacked so (fetched without unpack,
+    imported with C(--no-unpack), unpacked in another snapshotter only, an index with a manifest that is not); a manifest such
+    an image also reaches; a blob that something else still references (another image's manifest, another namespace, a lease,
+    a container or sandbox label), with the reference to it; any namespace but C(k8s.io). A label naming a blob that is absent
+    (after a pull again, containerd labels the layers again though it downloads nothing) is left: nothing to free."
+  - "What no longer works for such an image, as after containerd's own C(discard_unpacked_layers): exporting it
+    (C(ctr images export), C(nerdctl save)) or pushing it from the node, and unpacking it into another snapshotter, since its
+    compressed layers are gone. Pulling it again works (nothing is downloaded while its snapshots exist), and so does
+    everything the kubelet does with it."
   - After the removals the module runs one synchronous garbage collection (a transient lease deleted with C(sync)), so blobs
     and snapshot directories released by the removals are gone when RV(freed_bytes) is measured, then lists containerd's
     metadata again; RV(removed) holds what the collection really removed, and a warning names any object of the plan it kept.
@@ -112,12 +148,36 @@ options:
       - Leases created longer ago than this Go duration are deleted, expired or not. Unset, only leases whose
         C(containerd.io/gc.expire) has passed are deleted. Keep it longer than the longest pull of the node.
     type: str
+  build_cache_max_age:
+    description:
+      - Docker Engine only. Build cache records (BuildKit's, as C(docker system df -v) lists them) last used longer ago than
+        this Go duration (C(168h), C(30m)) are removed, unless a build uses them now. A record an image shares (its layer
+        is that image's) is removed from the cache with 0 bytes freed (the bytes stay with the image).
+      - Unset, no build cache record is removed.
+    type: str
+  remove_unused_volumes:
+    description:
+      - Docker Engine only. Also remove the anonymous volumes (created without a name - Docker 23 and later label them
+        C(com.docker.volume.anonymous), Docker 20.10 names them with 64 hexadecimal digits) of the C(local) driver that no
+        container, running or not, references. Named volumes are never removed.
+    type: bool
+    default: false
   release_gc_roots:
     description:
       - Also remove the C(containerd.io/gc.root) label (on containerd 2.2 and later, every label whose key starts with it)
         from the blobs and snapshots that it alone keeps (nothing else would reference them once the planned roots are
         gone), so that containerd's garbage collection frees them.
       - Unset, such objects stay, and check mode does not list them.
+    type: bool
+    default: false
+  discard_unpacked_layers:
+    description:
+      - Also remove, from the manifests of the unpacked images of C(k8s.io), the references to their compressed layer blobs,
+        as containerd's C(discard_unpacked_layers) does at pull time, so that containerd's garbage collection frees the blobs
+        (the description says which images count as unpacked, what stays, and what no longer works for such an image).
+      - To have containerd pull new images so, set C(discard_unpacked_layers) in its configuration
+        (M(kubenode.gc.runtime_config), the C(kubenode.gc.containerd_storage) role's C(containerd_storage_discard_unpacked_layers)).
+      - Unset, the blobs stay and check mode does not list them (M(kubenode.gc.disk_usage) counts them in V(unpacked_layer_blobs)).
     type: bool
     default: false
   lock_timeout:
@@ -142,6 +202,16 @@ EXAMPLES = r"""
   become: true
   register: storage_plan
 
+- name: Free the second, compressed copy of every unpacked image's layers
+  kubenode.gc.storage_gc:
+    discard_unpacked_layers: true
+
+- name: On a Docker Engine node, free build cache unused for a week and anonymous volumes no container references
+  kubenode.gc.storage_gc:
+    build_cache_max_age: 168h
+    remove_unused_volumes: true
+  become: true
+
 - name: Free stale ingests, expired leases, the images Docker left in containerd, and what only gc.root labels keep
   kubenode.gc.storage_gc:
     namespaces: [moby]
@@ -153,33 +223,41 @@ EXAMPLES = r"""
 
 RETURN = r"""
 supported:
-  description: V(false) on a runtime other than containerd (nothing changed).
+  description: V(false) on a runtime other than containerd and Docker Engine (nothing changed).
   returned: always
   type: bool
 plan:
   description:
     - "What the run frees, in order, each with C(kind), C(namespace), C(id) and C(bytes) (and C(snapshotter) for a snapshot).
       First what the module removes: V(ingest) (ref), V(lease) (id), V(image) (name), and with O(release_gc_roots) V(gc_root)
-      (a blob's digest, or a snapshot's key with its C(snapshotter), whose C(containerd.io/gc.root) labels go). Then what
-      containerd's collection frees after them, as the model of its collector predicts: V(content) (digest), V(snapshot)
+      (a blob's digest, or a snapshot's key with its C(snapshotter), whose C(containerd.io/gc.root) labels go), and with
+      O(discard_unpacked_layers) V(layer_blob) (a compressed layer blob's digest in V(k8s.io), with C(images), the names of the
+      images whose manifests name it: the module removes those references, then containerd's collection frees the blob). Then
+      what containerd's collection frees after them, as the model of its collector predicts: V(content) (digest), V(snapshot)
       (key), and any V(lease), V(ingest) or (2.x) V(image) it removes by itself (the module never removes those itself: an
       ingest whose lease the plan deletes, an expired image record)."
+    - "On Docker Engine, each with C(kind), C(id) and C(bytes) (no C(namespace)): V(build_cache) (the record's id; C(bytes) its
+      size, 0 when an image shares it), children before their parents, then V(volume) (the volume's name; C(bytes) its usage)."
     - "C(bytes): what the object itself takes: an ingest's written bytes, a snapshot's usage, a blob's size (on the last record
-      of that digest, a blob being one file for every namespace), 0 for the records and labels. So the plan's bytes add up
+      of that digest, a blob being one file for every namespace; a V(layer_blob)'s too), 0 for the records and labels. So the plan's bytes add up
       to what the run frees. The same in check mode and for real."
   returned: always
   type: list
   elements: dict
-  sample: [{"kind": "image", "namespace": "moby", "id": "docker.io/library/golang:1.23", "bytes": 834000000}]
+  sample: [{"kind": "image", "namespace": "moby", "id": "docker.io/library/golang:1.23", "bytes": 834000000},
+           {"kind": "layer_blob", "namespace": "k8s.io", "id": "sha256:4ba683ed...", "bytes": 27000000,
+            "images": ["docker.io/library/nginx:1.27"]}]
 removed:
   description:
     - The objects of RV(plan) this run removed, or that containerd's collection removed after it, in order (same keys); empty in
-      check mode. On a failure, those removed before it; an object already gone is in RV(already_gone), not here.
+      check mode. On a failure, those removed before it; an object already gone is in RV(already_gone), not here. A
+      V(layer_blob) is here once containerd's collection removed it (its references removed before a failure are not, and the
+      next collection frees those blobs).
   returned: always
   type: list
   elements: dict
 freed_bytes:
-  description: Used bytes of the image filesystem before minus after (C(statvfs)); 0 in check mode.
+  description: Used bytes of the image filesystem (on Docker Engine, of its data root) before minus after (C(statvfs)); 0 in check mode.
   returned: always
   type: int
 already_gone:
@@ -188,7 +266,8 @@ already_gone:
   type: list
   elements: dict
 rpc_calls:
-  description: How many calls of each method the module made (containerd's own API as C(containerd.<service>.<Method>)).
+  description: How many calls of each method the module made (containerd's own API as C(containerd.<service>.<Method>), Docker's
+    Engine API as C(docker.<Operation>)).
   returned: always
   type: dict
 """

@@ -97,7 +97,7 @@ RESULT_SPECS = {
     "image_listed": {"removed": [{"id": "scalar", "size": "number", "repo_tags": ["scalar"]}], "errors": _ERRORS,
                      "listed_kept": [{"id": "scalar", "repo_tags": ["scalar"], "patterns": ["scalar"], "reason": "scalar",
                                       "containers": [{"pod_namespace": "scalar", "pod_name": "scalar", "container": "scalar",
-                                                      "state": "scalar", "running": "scalar"}]}]},
+                                                      "state": "scalar", "running": "scalar", "outside_kubernetes": "scalar"}]}]},
     "container_gc": {"removed_containers": ["any"], "removed_sandboxes": ["any"], "errors": _ERRORS},
     "image_pin": {"supported": "scalar", "pinned": [{"id": "scalar", "repo_tags": ["scalar"]}]},
     "credential_records": {"files": ["any"]},

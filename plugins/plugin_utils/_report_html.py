@@ -262,6 +262,9 @@ def _tiles(report, view):
                'policies; prune: %s%s</span></div>'
                % (_bytes(s["reclaimable_bytes_policy"]), _bytes(s["reclaimable_bytes_prune"]),
                   ("; " + recl_delta + " since last") if recl_delta else ""))
+    out.append('<a class="tile info" href="#storage"><span class="n">%s</span><span class="l">second copy of layers</span><span class="hint">'
+               'compressed layer blobs of unpacked images; storage_gc discard_unpacked_layers frees them</span></a>'
+               % _bytes(s.get("unpacked_layer_blob_bytes") or 0))
     out.append('<a class="tile info" href="#drift"><span class="n">%d</span><span class="l">drifted</span>'
                '<span class="hint">differ from the desired policy</span></a>' % s["nodes_with_drift"])
     out.append('<div class="tile %s"><span class="n">%d</span><span class="l">near eviction</span><span class="hint">within the margin of a '

@@ -22,7 +22,16 @@ SHOWN = 10  # images named in one finding before "and N more"
 
 def _pods(containers):
     return [{"namespace": c.get("pod_namespace"), "name": c.get("pod_name"), "container": c.get("container"), "state": c.get("state"),
-             "running": bool(c.get("running"))} for c in containers or [] if isinstance(c, Mapping)]
+             "running": bool(c.get("running")), "outside_kubernetes": bool(c.get("outside_kubernetes"))}
+            for c in containers or [] if isinstance(c, Mapping)]
+
+
+def user(p):
+    """One container using an image, in words: its pod and name, or (a container Docker runs outside Kubernetes) its name."""
+    state = "running" if p["running"] else p["state"]
+    if p.get("outside_kubernetes"):
+        return "Docker container %s outside Kubernetes (%s)" % (p["container"], state)
+    return "%s/%s (%s, %s)" % (p["namespace"], p["name"], p["container"], state)
 
 
 def _image(entry, state):
@@ -55,8 +64,7 @@ def why(image):
     if image["state"] == UNUSED:
         return "unused: the cleanup removes it"
     if image["pods"]:
-        return "used by " + ", ".join("%s/%s (%s, %s)" % (p["namespace"], p["name"], p["container"], "running" if p["running"] else p["state"])
-                                      for p in image["pods"])
+        return "used by " + ", ".join(user(p) for p in image["pods"])
     return LISTED_RULES.get(image["state"], "in use (came into use during the read)") + ", never removed"
 
 

@@ -85,7 +85,9 @@ def render(report, history=None):
              "- With drift from the desired policy: %d" % s["nodes_with_drift"],
              "- Findings: %d error, %d warning, %d info" % (s["findings"]["error"], s["findings"]["warning"], s["findings"]["info"]),
              "- Reclaimable under the nodes' policies: %s" % human_bytes(s["reclaimable_bytes_policy"]),
-             "- Reclaimable by pruning unused images: %s" % human_bytes(s["reclaimable_bytes_prune"])]
+             "- Reclaimable by pruning unused images: %s" % human_bytes(s["reclaimable_bytes_prune"]),
+             "- Compressed layer blobs of unpacked images (storage_gc discard_unpacked_layers): %s"
+             % human_bytes(s.get("unpacked_layer_blob_bytes") or 0)]
     if report["policy"]:
         lines.append("- Desired policy: " + ", ".join("%s=%s" % (k, txt(v)) for k, v in sorted(report["policy"].items())))
     lines += ["", "## Nodes, worst first", "",

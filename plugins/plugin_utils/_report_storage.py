@@ -8,8 +8,12 @@
 """The audit report's storage view: each node's disk_usage breakdown, its findings, and the fleet's top consumers.
 
 Pure: no I/O, no clock, no Ansible. ``add(nodes, raw_nodes)`` sets ``nodes[].storage``, returns ``storage_top`` and adds
-the findings (stale ingests, expired leases, images in other namespaces, unreferenced snapshots, a large unaccounted
-share) to each node's findings.
+the findings (stale ingests, expired leases, images in other namespaces, unreferenced snapshots, the compressed layer blobs
+of unpacked images, a large unaccounted share; on Docker Engine nodes build cache, anonymous volumes no container uses,
+containers outside Kubernetes) to each node's findings.
+
+A node's categories are those its runtime has: containerd's and cri-o's (``_storage_policy.CATEGORIES``, cri-o's
+invisible ones null) or Docker Engine's (``_docker_storage.CATEGORIES``); REPORT_CATEGORIES orders them all.
 """
 
 from __future__ import annotations
@@ -17,11 +21,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from html import escape
 
-from ansible_collections.kubenode.gc.plugins.module_utils.storage._storage_policy import CATEGORIES
+from ansible_collections.kubenode.gc.plugins.module_utils.storage._docker_storage import CATEGORIES as DOCKER_CATEGORIES
+from ansible_collections.kubenode.gc.plugins.module_utils.storage._storage_policy import CATEGORIES as CONTAINERD_CATEGORIES
 from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int as _int
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import human_bytes
 from ansible_collections.kubenode.gc.plugins.plugin_utils._md_table import row
 
+
+def _merged(first, second):
+    """The categories of ``first``, with each of ``second``'s own placed after the one it follows in ``second``."""
+    out = list(first)
+    for i, name in enumerate(second):
+        if name not in out:
+            out.insert(out.index(second[i - 1]) + 1 if i else 0, name)
+    return tuple(out)
+
+
+# every category of every runtime, in the report's order: each runtime's own order kept (the shared ones first, unaccounted last)
+REPORT_CATEGORIES = _merged(CONTAINERD_CATEGORIES, DOCKER_CATEGORIES)
+CATEGORIES = REPORT_CATEGORIES
+# findings that say where bytes are rather than that something should go
+INFO_CODES = {"non_k8s_containers": "info", "unpacked_layer_blobs": "info"}
 # unaccounted above this share of the used bytes is a finding
 UNACCOUNTED_SHARE_PERCENT = 20
 TOP_CONSUMERS = 10
@@ -37,15 +57,18 @@ def _object(obj):
 
 def breakdown(result):
     """{used_bytes, categories: {name: bytes or None}, objects: {name: [object]}, nodefs: {name: bytes} or None} of a
-    disk_usage result, or None."""
+    disk_usage result, or None. ``categories`` holds the categories of the node's runtime: Docker Engine's when the result
+    has them, else containerd's (null where the runtime does not let the module see one: cri-o)."""
     if not isinstance(result, Mapping) or result.get("failed") or result.get("skipped") or not isinstance(result.get("categories"), Mapping):
         return None
     cats = result["categories"]
+    names = DOCKER_CATEGORIES if "build_cache" in cats else CONTAINERD_CATEGORIES
     out = dict(used_bytes=_int(result.get("used_bytes")),
-               categories={name: _int((cats.get(name) or {}).get("bytes")) if isinstance(cats.get(name), Mapping) else None for name in CATEGORIES},
+               categories={name: _int((cats.get(name) or {}).get("bytes")) if isinstance(cats.get(name), Mapping) else None
+                           for name in CATEGORIES if name in names},
                objects={},
                nodefs=None)
-    for name in CATEGORIES:
+    for name in out["categories"]:
         value = cats.get(name)
         objs = value.get("objects") if isinstance(value, Mapping) else None
         kept = [_object(o) for o in objs if isinstance(o, Mapping)][:OBJECTS_KEPT] if isinstance(objs, list) else []
@@ -85,12 +108,31 @@ def findings(result, storage):
         out.append(("unreferenced_snapshots", "%s in snapshots and blobs no image, container or lease references; containerd's GC "
                                               "frees those no gc.root label keeps, kubenode.gc.storage_gc with release_gc_roots the others."
                     % human_bytes(size["unreferenced_snapshots"])))
+    if size.get("unpacked_layer_blobs"):
+        out.append(("unpacked_layer_blobs", "%s in the compressed layer blobs of images containerd has unpacked, a second copy of their "
+                                            "layers that the node gets back with kubenode.gc.storage_gc discard_unpacked_layers "
+                                            "(containerd's own discard_unpacked_layers, containerd_storage_discard_unpacked_layers, "
+                                            "keeps new pulls from storing them)." % human_bytes(size["unpacked_layer_blobs"])))
+    if size.get("build_cache"):
+        out.append(("build_cache", "%s in Docker's build cache (BuildKit) that no image shares; kubenode.gc.storage_gc with "
+                                   "build_cache_max_age removes the records unused for longer." % human_bytes(size["build_cache"])))
+    unused = [o for o in objects("volumes") if o.get("anonymous") and not o.get("in_use")]
+    if unused:
+        out.append(("unused_volumes", "%d anonymous Docker volume(s) no container references (%s, among the largest); kubenode.gc.storage_gc "
+                                      "with remove_unused_volumes removes them." % (len(unused), human_bytes(sum(_int(o.get("bytes")) or 0 for o in unused)))))
+    if size.get("non_k8s_containers"):
+        shown = ", ".join(str(o.get("name")) for o in objects("non_k8s_containers")[:3])
+        out.append(("non_k8s_containers", "%s in the writable layers of containers Docker runs outside Kubernetes (%s); neither the kubelet "
+                                          "nor this collection removes them, and image GC keeps their images."
+                    % (human_bytes(size["non_k8s_containers"]), shown)))
     used, unaccounted = storage["used_bytes"], size.get("unaccounted")
     if used and unaccounted is not None and unaccounted * 100 > used * UNACCOUNTED_SHARE_PERCENT:
         out.append(("large_unaccounted", "%s (%d%%) of the image filesystem's used bytes belong to no runtime object it can see: "
                                          "files outside the runtime's APIs (for example snapshot directories containerd lost track of)."
                     % (human_bytes(unaccounted), unaccounted * 100 // used)))
-    return [dict(source="disk_usage", severity="warning", code=code, message=message) for code, message in out]
+    # INFO_CODES: what is how the runtime works unless told otherwise (a second copy of pulled images, containers outside
+    # Kubernetes) is information, not a warning
+    return [dict(source="disk_usage", severity=INFO_CODES.get(code, "warning"), code=code, message=message) for code, message in out]
 
 
 def top_consumers(nodes, limit=TOP_CONSUMERS):
@@ -178,7 +220,9 @@ def html_top(report):
                     % (name, name, len(known), _e(human_bytes(sum(known))), links, more))
     return ('<section class="panel" id="storage"><h2>Disk use by category</h2><p class="muted">Where the image filesystem\'s bytes go on '
             '%d node(s) (kubenode.gc.disk_usage): the nodes with bytes in each category, their total, and the largest consumers. '
-            'kubenode.gc.storage_gc frees stale ingests, old leases, unreferenced snapshots and the images of the namespaces it is given.</p>'
+            'kubenode.gc.storage_gc frees stale ingests, old leases, unreferenced snapshots, the images of the namespaces it is given and, '
+            'with discard_unpacked_layers, the compressed layer blobs of unpacked images; on Docker Engine nodes old build cache and '
+            'anonymous volumes no container uses.</p>'
             '<table><thead><tr><th>Category</th><th class="num">Nodes</th><th class="num">Bytes</th><th>Largest consumers</th></tr></thead>'
             '<tbody>%s</tbody></table></section>' % (len(nodes), "".join(rows)))
 
@@ -191,6 +235,8 @@ def html_node(node):
     used = storage["used_bytes"]
     rows = []
     for name in CATEGORIES:
+        if name not in storage["categories"]:
+            continue  # not a category of this node's runtime
         value = storage["categories"].get(name)
         if value == 0:
             continue

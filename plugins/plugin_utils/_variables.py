@@ -115,15 +115,25 @@ DECLARATION = (
     Variable("kubenode_gc_cleanup_pin", "bool", _CLEANUP, "Before removing anything, pin the keep-listed images in the runtime so that "
              "the kubelet's own image GC keeps them too (a runtime that cannot pin only warns).", default=False),
     Variable("kubenode_gc_cleanup_containers", "bool", _CLEANUP, "Run container GC before image GC.", default=True),
-    Variable("kubenode_gc_cleanup_storage", "bool", _CLEANUP, "After image GC, free containerd storage the CRI cannot see "
-             "(kubenode.gc.storage_gc: stale ingests, old leases, images of C(kubenode_gc_cleanup_storage_namespaces), "
-             "unreferenced snapshots).", default=False),
+    Variable("kubenode_gc_cleanup_storage", "bool", _CLEANUP, "After image GC, free the storage the CRI cannot see "
+             "(kubenode.gc.storage_gc: on containerd stale ingests, old leases, images of C(kubenode_gc_cleanup_storage_namespaces), "
+             "unreferenced snapshots; on Docker Engine build cache and unused anonymous volumes, as the next two variables ask).",
+             default=False),
     Variable("kubenode_gc_cleanup_storage_namespaces", "list", _CLEANUP, "The containerd namespaces whose images storage_gc deletes "
              "(never V(k8s.io)).", default=[], elements="str"),
     Variable("kubenode_gc_cleanup_storage_ingest_max_age", "duration", _CLEANUP, "Partial downloads (ingests) not written to for "
              "longer than this are removed (storage_gc's default V(1h) when unset)."),
     Variable("kubenode_gc_cleanup_storage_lease_max_age", "duration", _CLEANUP, "Leases older than this are deleted (unset: only "
              "expired leases)."),
+    Variable("kubenode_gc_cleanup_storage_discard_unpacked_layers", "bool", _CLEANUP, "With C(kubenode_gc_cleanup_storage), also free "
+             "the compressed layer blobs of the images containerd has unpacked (kubenode.gc.storage_gc's C(discard_unpacked_layers)): "
+             "the second copy of every pulled image, which the audit reports as C(unpacked_layer_blobs). Such an image can no longer "
+             "be exported or pushed from the node; pulling it again works. The history record names the images. Like every step of the "
+             "cleanup it runs on the nodes the cleanup cleans: C(kubenode_gc_cleanup_only_over_threshold=false) for every node.", default=False),
+    Variable("kubenode_gc_cleanup_storage_build_cache_max_age", "duration", _CLEANUP, "Docker Engine nodes: build cache records not "
+             "used for longer than this are removed (unset: none)."),
+    Variable("kubenode_gc_cleanup_storage_remove_unused_volumes", "bool", _CLEANUP, "Docker Engine nodes: also remove the anonymous "
+             "volumes no container references (named volumes never).", default=False),
     Variable("kubenode_gc_cleanup_history_dir", "str", _CLEANUP, "Where each node keeps its cleanup history records.",
              default="/var/lib/kubenode-gc/history"),
     Variable("kubenode_gc_report_dir", "str", _AUDIT, "Where report.json, report.md and report.html go, on the controller.",
@@ -173,6 +183,7 @@ DECLARATION = (
     Variable("containerd_storage_snapshotter", "str", _CONTAINERD),
     Variable("containerd_storage_sandbox_image", "str", _CONTAINERD),
     Variable("containerd_storage_pinned_images", "list", _CONTAINERD, elements="str"),
+    Variable("containerd_storage_discard_unpacked_layers", "bool", _CONTAINERD),
     Variable("containerd_storage_template_version", "int", _CONTAINERD, default=2, choices=[2, 3]),
     Variable("containerd_storage_template_cri_options", "dict", _CONTAINERD, default={}),
     Variable("containerd_storage_systemd_cgroup", "bool", _CONTAINERD, default=True),

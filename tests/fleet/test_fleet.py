@@ -1,13 +1,16 @@
 # Copyright (c) kubenode.gc contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The fleet playbooks on four real node containers over the community.docker.docker connection.
+"""The fleet playbooks on five real node containers over the community.docker.docker connection.
 
 node-a  cri-o 1.37 (split image filesystem: imagestore), filled over the high threshold
 node-b  containerd 1.6 (Debian 12), filled well under it
 node-c  containerd 2.x (config version 3), over the policy's threshold but its kubelet configuration
         drifted from the policy (95/90): under its own threshold, so the cleanup leaves it alone
 node-d  containerd 1.7, stopped: must show up as failed without stopping the waves
+node-c2 Docker Engine (Debian 12's docker.io) behind cri-dockerd 0.4.3, over the threshold, with a container
+        outside Kubernetes (docker run) whose image the cleanup must keep (named to come before node-d: the cleanup's
+        waves of one node stop after node-d fails)
 
 Every node runs a pod whose running and exited containers use images that must survive.
 Where the runtimes differ (image ids, the image filesystem, the runtime pinning its sandbox
@@ -26,7 +29,7 @@ import sys
 import pytest
 import yaml
 
-from devtools.fetch import crio_dir
+from devtools.fetch import cri_dockerd_binary, crio_dir
 from devtools.images import ImageSpec
 from devtools.nodes import make_node, node_images, remove_leftover_nodes
 
@@ -43,13 +46,20 @@ POLICY_VARS = {
     "kubenode_gc_container_min_age": "0s",
     "kubenode_gc_cleanup_image_min_age": "0s",
 }
-NODES = {"node-a": 86, "node-b": 25, "node-c": 84, "node-d": 40}
-RUNTIMES = {"node-a": "crio", "node-b": "containerd-1.6", "node-c": "containerd-2.1", "node-d": "containerd-1.7"}
+NODES = {"node-a": 86, "node-b": 25, "node-c": 84, "node-d": 40, "node-c2": 86}
+RUNTIMES = {"node-a": "crio", "node-b": "containerd-1.6", "node-c": "containerd-2.1", "node-d": "containerd-1.7", "node-c2": "cri-dockerd"}
 if crio_dir() is None:
     RUNTIMES["node-a"] = "containerd-1.6"
     print("\n!!!! cri-o was NOT tested in the fleet: no ../shared/runtimes and KUBENODE_GC_CRIO_DIR unset !!!!", file=sys.stderr)
+if cri_dockerd_binary() is None:
+    del NODES["node-c2"], RUNTIMES["node-c2"]
+    print("\n!!!! cri-dockerd was NOT tested in the fleet: no cri-dockerd in ../shared/runtimes or no Debian docker.io !!!!", file=sys.stderr)
+# the Docker node: its containerd (Docker's) also listens on the default socket, so the inventory names cri-dockerd's, and
+# no runtime role applies (runtime_config reads dockerd's configuration, never edits it)
+HOST_VARS = {"node-c2": {"kubenode_gc_cri_endpoint": "unix:///run/cri-dockerd.sock", "kubenode_gc_configure_runtime": "none"}}
+OUTSIDE_IMAGE = "registry.example/ci-runner:1"  # node-c2: a docker run container outside Kubernetes uses it
 # what the CRI says on each runtime
-RUNTIME_NAME = {"crio": "cri-o"}
+RUNTIME_NAME = {"crio": "cri-o", "cri-dockerd": "docker"}
 HEX64 = r"[0-9a-f]{64}"
 IMAGE_ID = {"crio": r"^%s$" % HEX64}  # bare hex; containerd: sha256:<hex>
 DRIFTED_KUBELET = """# hand-edited on node-c
@@ -85,8 +95,10 @@ def fill(node, percent):
     node.add_container(pod, "job", "registry.example/job:1", "exited")
     n, per_image = 0, None
     now = usage(node)
+    # docker load unpacks an archive's layers beside the archive it keeps in the data root meanwhile: smaller batches
+    share = 0.35 if node.kind == "docker" else 0.7
     while now < percent:
-        batch = 1 if not per_image else max(1, int((percent - now) * 0.7 / per_image))
+        batch = 1 if not per_image else max(1, int((percent - now) * share / per_image))
         node.import_images([ImageSpec("registry.example/old/tool-%d:1" % (n + i), size=3 * MIB, share_base=False) for i in range(1, batch + 1)])
         n += batch
         before, now = now, usage(node)
@@ -104,7 +116,7 @@ class Fleet:
         self.runs = 0
 
     def write_inventory(self):
-        hosts = {name: {"ansible_host": node.name} for name, node in self.nodes.items()}
+        hosts = {name: dict(HOST_VARS.get(name, {}), ansible_host=node.name) for name, node in self.nodes.items()}
         group_vars = dict(POLICY_VARS, ansible_connection="community.docker.docker", kubenode_gc_report_dir=os.path.join(self.workdir, "report"))
         with open(self.inventory, "w", encoding="utf-8") as f:
             yaml.safe_dump({"all": {"children": {"nodes": {"hosts": hosts, "vars": group_vars}}}}, f)
@@ -140,6 +152,10 @@ def fleet(tmp_path_factory, collections_path):
         for name, percent in NODES.items():
             node = add_node(fleet, name, "kgc-fleet-" + name, images[RUNTIMES[name]], RUNTIMES[name], "fleet",
                             kubelet=DRIFTED_KUBELET if name == "node-c" else KUBELET)
+            if RUNTIMES[name] == "cri-dockerd":
+                node.import_images([ImageSpec(OUTSIDE_IMAGE, size=MIB)])
+                node.exec("docker", "run", "-d", "--name", "ci-runner", "--network", "none", OUTSIDE_IMAGE,
+                          "-c", "busybox head -c 1048576 /dev/urandom > /scratch; exec sleep 2147483647")
             node.filler_images = fill(node, percent)
         fleet.write_inventory()
         yield fleet
@@ -171,7 +187,7 @@ def before(configured):
 
 
 def test_configure_applied_the_policy(configured):
-    for name in ("node-a", "node-b"):
+    for name in [n for n in ("node-a", "node-b", "node-c2") if n in configured.nodes]:
         config = yaml.safe_load(configured.nodes[name].exec("cat", "/var/lib/kubelet/config.yaml"))
         assert config["imageGCHighThresholdPercent"] == HIGH and config["imageGCLowThresholdPercent"] == LOW
         assert configured.nodes[name].exec("/usr/bin/python3", "-c", "import grpc, tomlkit, ruamel.yaml; print('ok')").strip() == "ok"
@@ -197,7 +213,7 @@ def test_audit_report_json(audit, before):
     assert report["schema_version"] == 2
     nodes = {n["host"]: n for n in report["nodes"]}
     assert sorted(nodes) == sorted(NODES)
-    for name in ("node-a", "node-b", "node-c"):
+    for name in [n for n in ("node-a", "node-b", "node-c", "node-c2") if n in nodes]:
         node = nodes[name]
         ids, percent = before[name]
         runtime, harness = RUNTIMES[name], before.nodes[name]
@@ -218,8 +234,9 @@ def test_audit_report_json(audit, before):
         assert node["images"]["total"] == len(ids)
         assert node["images"]["in_use"] == 2  # app (running) and job (exited); the pause image is counted apart
         assert node["over_high_threshold"] == (percent >= (95 if name == "node-c" else HIGH))
-        # prune: every unused image but the pause image
-        assert node["images"]["reclaimable_prune"]["count"] == len(ids) - 3
+        # prune: every unused image but the pause image (and, on the Docker node, the image its container outside Kubernetes uses)
+        outside = 1 if runtime == "cri-dockerd" else 0
+        assert node["images"]["reclaimable_prune"]["count"] == len(ids) - 3 - outside
     assert nodes["node-b"]["images"]["reclaimable_policy"]["count"] == 0
     assert nodes["node-a"]["images"]["reclaimable_policy"]["count"] > 0
     thresholds = nodes["node-a"]["thresholds"]
@@ -233,6 +250,13 @@ def test_audit_report_json(audit, before):
     assert failed["status"] == "failed" and "containerd.sock" in failed["error"]  # containerd 1.7 stopped
     assert report["summary"]["nodes_failed"] == 1 and report["summary"]["nodes_with_drift"] == 1
     assert "report.html" in proc.stdout
+    if "node-c2" in nodes:
+        # the Docker node's disk use in its own categories, its container outside Kubernetes among them
+        storage = nodes["node-c2"]["storage"]
+        assert set(storage["categories"]) == {"k8s_images", "writable_layers", "non_k8s_containers", "container_logs", "volumes",
+                                              "build_cache", "unaccounted"}
+        assert storage["categories"]["k8s_images"] > 0 and [o["name"] for o in storage["objects"]["non_k8s_containers"]] == ["ci-runner"]
+        assert "non_k8s_containers" in {f["code"] for f in nodes["node-c2"]["findings"]}
 
 
 class _Html(html.parser.HTMLParser):
@@ -316,14 +340,18 @@ def cleanup(audit, configured):
 
 
 def test_cleanup_freed_over_threshold_nodes_to_low(cleanup, configured, before):
-    for name in ("node-a",):
+    for name in [n for n in ("node-a", "node-c2") if n in configured.nodes]:
         node = configured.nodes[name]
         ids_before, percent_before = before[name]
         left = image_ids(node)
-        assert usage(node) <= LOW < percent_before
+        history = node.exec("sh", "-c", "cat /var/lib/kubenode-gc/history/*.json", check=False)
+        assert usage(node) <= LOW < percent_before, (name, history[-3000:], cleanup.stdout[-3000:])
         assert left < ids_before
         tags = {t for img in node.client.list_images() for t in img.repo_tags}
         assert {"registry.example/app:1", "registry.example/job:1", node.sandbox_image} <= tags
+        if RUNTIMES[name] == "cri-dockerd":  # the image of the container outside Kubernetes stays, and the container runs
+            assert OUTSIDE_IMAGE in tags
+            assert node.exec("docker", "inspect", "-f", "{{.State.Running}}", "ci-runner").strip() == "true"
         history = node.exec("sh", "-c", "cat /var/lib/kubenode-gc/history/*.json")
         record = json.loads(history)
         assert record["status"] == "cleaned" and len(record["images"]) == len(ids_before - left)

@@ -6,20 +6,34 @@
 Modules run through ``ansible-playbook`` against localhost, from the collection
 tarball that ``ansible-galaxy collection build`` makes of this checkout.
 
-Every test that uses the ``runtime`` fixture runs on every runtime of the matrix
-(``devtools.runtimes``; test ids ctrd16, ctrd17, ctrd21, ctrd22, ctrd23, crio), one runtime instance
-per test module and runtime.  cri-o is in the matrix when its binaries are there
-(``../shared/runtimes`` or ``KUBENODE_GC_CRIO_DIR``); without them the session ends
-with one loud line saying it was not tested.  ``KUBENODE_GC_TEST_RUNTIMES=name,...``
-narrows the matrix.
+Tests that use the ``runtime`` fixture run on the runtimes of the matrix (``devtools.runtimes``; test ids
+ctrd16, ctrd17, ctrd21, ctrd22, ctrd23, crio,
+dockerd), one runtime instance per test module and runtime.  Which runtimes is
+declared by every module whose tests take a runtime (a test may override its module with its own mark), and the
+collection fails for a module that does not say:
 
-Tests that take ``interpreter`` run once per managed-node interpreter on containerd 1.6
-and under the first interpreter only on the other runtimes:
+* ``pytestmark = pytest.mark.runtimes("every")``: what the tests prove differs between runtimes (the CRI's answers:
+  ids, references, pins, the sandbox image, what a removal or a crash does; a runtime's storage: the bytes it frees,
+  containerd's own API, cri-o's files; a runtime's own configuration and version): every runtime of the matrix;
+* ``pytestmark = pytest.mark.runtimes("one")``: the runtime is only a fixture (Ansible-side logic, playbook variables,
+  history records, reports, files, locks, the ledger, bad input): once, on the default runtime (containerd-1.6), or on
+  the first runtime of ``KUBENODE_GC_TEST_RUNTIMES`` when that leaves the default out.
+
+docs/development.md has the table of which module runs where, and why.  ``KUBENODE_GC_TEST_RUNTIMES=name,...``
+narrows the matrix; ``KUBENODE_GC_TEST_EVERY_RUNTIME=1`` runs the ``one`` tests on every runtime too (to check a
+module's declaration).  cri-o is in the matrix when its binaries are there (``../shared/runtimes`` or
+``KUBENODE_GC_CRIO_DIR``); without them the session ends with one loud line saying it was not tested.
+
+Tests that take ``interpreter`` run once per managed-node interpreter where they run on the default runtime (and
+``one`` tests wherever they run), and under the first interpreter only on the other runtimes:
 
 * ``debian``: /usr/bin/python3 with Debian 12's python3-grpcio and python3-protobuf;
 * ``pypi``: the project venv, with the newest grpcio and protobuf from PyPI.
 
 KUBENODE_GC_TEST_INTERPRETERS=name=/path,... overrides the list.
+
+Each (test module, runtime) pair is one xdist group: its tests run on one worker, which starts that runtime once for
+the module, and the two workers of ``-n 2 --dist loadgroup`` share the pairs, the largest first.
 """
 
 import contextlib
@@ -57,24 +71,49 @@ def _runtimes():
 
 
 RUNTIMES, MISSING_RUNTIMES = _runtimes()
+# where the "one" tests run: the default runtime, unless KUBENODE_GC_TEST_RUNTIMES leaves it out
+ONE_RUNTIME = runtimes.DEFAULT if runtimes.DEFAULT in RUNTIMES else (RUNTIMES[0] if RUNTIMES else None)
+EVERY_RUNTIME_ENV = "KUBENODE_GC_TEST_EVERY_RUNTIME"
+KINDS = ("every", "one")
 
 
-def _param(runtime_name, *values, interpreter=None):
+def pytest_configure(config):
+    config.addinivalue_line("markers", "runtimes(kind): 'every' runtime of the matrix, or 'one' (the default runtime): see tests/integration/conftest.py")
+
+
+def runtimes_of(metafunc):
+    """The runtimes a test that takes a runtime runs on, by its (or its module's) ``runtimes`` mark."""
+    mark = metafunc.definition.get_closest_marker("runtimes")
+    where = "%s::%s" % (metafunc.definition.path.name, metafunc.definition.name)
+    if mark is None:
+        raise ValueError("%s takes a runtime, but neither it nor its module says on which runtimes it runs: add pytestmark = "
+                         "pytest.mark.runtimes(\"every\") or (\"one\") to the module (see tests/integration/conftest.py)" % where)
+    if len(mark.args) != 1 or mark.args[0] not in KINDS:
+        raise ValueError("%s: pytest.mark.runtimes takes one of %s, got %r" % (where, ", ".join(KINDS), mark.args))
+    if mark.args[0] == "every" or os.environ.get(EVERY_RUNTIME_ENV) == "1":
+        return RUNTIMES, "every"
+    return ([ONE_RUNTIME] if ONE_RUNTIME else []), "one"
+
+
+def _param(module, runtime_name, *values, interpreter=None):
     test_id = runtimes.TEST_IDS[runtime_name] + ("-" + interpreter if interpreter else "")
-    # one xdist group per runtime: its tests run on one worker, which starts it once per module
-    return pytest.param(runtime_name, *values, id=test_id, marks=pytest.mark.xdist_group(runtimes.TEST_IDS[runtime_name]))
+    # one xdist group per test module and runtime: its tests run on one worker, which starts the runtime once for them
+    group = "%s-%s" % (module.__name__.rsplit(".", 1)[-1], runtimes.TEST_IDS[runtime_name])
+    return pytest.param(runtime_name, *values, id=test_id, marks=pytest.mark.xdist_group(group))
 
 
 def pytest_generate_tests(metafunc):
     names = metafunc.fixturenames
-    if "runtime_name" in names and "interpreter" in names:
-        params = []
-        for rt in RUNTIMES:
-            pairs = INTERPRETERS if rt == runtimes.DEFAULT else INTERPRETERS[:1]
-            params += [_param(rt, path, interpreter=name) for name, path in pairs]
-        metafunc.parametrize(("runtime_name", "interpreter"), params, scope="module")
-    elif "runtime_name" in names:
-        metafunc.parametrize("runtime_name", [_param(rt) for rt in RUNTIMES], scope="module")
+    if "runtime_name" in names:
+        chosen, kind = runtimes_of(metafunc)
+        if "interpreter" in names:
+            params = []
+            for rt in chosen:
+                pairs = INTERPRETERS if rt == runtimes.DEFAULT or kind == "one" else INTERPRETERS[:1]
+                params += [_param(metafunc.module, rt, path, interpreter=name) for name, path in pairs]
+            metafunc.parametrize(("runtime_name", "interpreter"), params, scope="module")
+        else:
+            metafunc.parametrize("runtime_name", [_param(metafunc.module, rt) for rt in chosen], scope="module")
     elif "interpreter" in names:
         metafunc.parametrize("interpreter", [path for name, path in INTERPRETERS], ids=[name for name, path in INTERPRETERS])
 
@@ -84,6 +123,13 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             "!!!!! cri-o was NOT tested: no crio and pinns binaries in %s (set %s to a directory holding them) !!!!!"
             % (fetch.crio_search_dir(), runtimes.CRIO_DIR_ENV),
+            red=True,
+            bold=True,
+        )
+    if "cri-dockerd" in MISSING_RUNTIMES:
+        terminalreporter.write_line(
+            "!!!!! cri-dockerd was NOT tested: no cri-dockerd in %s (set %s to a directory holding it) or no Debian docker.io (/usr/sbin/dockerd) !!!!!"
+            % (fetch.shared_runtimes_dir(), fetch.SHARED_RUNTIMES_ENV),
             red=True,
             bold=True,
         )
@@ -136,8 +182,14 @@ def collections_path(tmp_path_factory, collection_tarball):
     return str(path)
 
 
+CALLBACK_PLUGINS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "callback_plugins")
+
+
 class Ansible:
-    """Runs one module task through ansible-playbook and returns its registered result."""
+    """Runs one module task through ansible-playbook and returns its registered result.
+
+    The result is what ``register`` would store, written by the callback in callback_plugins/ (a second task copying it
+    into a file cost a module execution of its own per run)."""
 
     def __init__(self, collections_path, workdir):
         self.collections_path = collections_path
@@ -166,22 +218,7 @@ class Ansible:
         task = {"name": "Run the module", name: args or {}, "register": "result", "ignore_errors": True}
         if task_env:
             task["environment"] = task_env
-        play = [
-            {
-                "name": "kubenode.gc integration test",
-                "hosts": "localhost",
-                "gather_facts": False,
-                "tasks": [
-                    task,
-                    {
-                        "name": "Save the result",
-                        "ansible.builtin.copy": {"content": "{{ result | to_json }}", "dest": out, "mode": "0600"},
-                        "check_mode": False,
-                        "diff": False,
-                    },
-                ],
-            }
-        ]
+        play = [{"name": "kubenode.gc integration test", "hosts": "localhost", "gather_facts": False, "tasks": [task]}]
         playbook = os.path.join(str(self.workdir), "play-%d.yml" % self.count)
         with open(playbook, "w", encoding="utf-8") as f:
             yaml.safe_dump(play, f)
@@ -191,7 +228,8 @@ class Ansible:
             cmd.append("--check")
         if diff:
             cmd.append("--diff")
-        proc = subprocess.run(cmd, env=self.env(unset=unset_env), capture_output=True, text=True, check=False)
+        result = {"ANSIBLE_CALLBACK_PLUGINS": CALLBACK_PLUGINS, "ANSIBLE_CALLBACKS_ENABLED": "kubenode_gc_test_result", "KUBENODE_GC_TEST_RESULT": out}
+        proc = subprocess.run(cmd, env=self.env(result, unset=unset_env), capture_output=True, text=True, check=False)
         if not os.path.exists(out):
             raise AssertionError("ansible-playbook produced no result (rc %d):\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr))
         with open(out, encoding="utf-8") as f:

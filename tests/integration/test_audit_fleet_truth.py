@@ -17,6 +17,8 @@ import yaml
 
 from tests.integration.conftest import BIN
 
+pytestmark = pytest.mark.runtimes("one")
+
 PROMTOOL = shutil.which("promtool")
 
 

@@ -29,7 +29,8 @@ def test_a_mountpoint_with_a_quote_a_backslash_and_a_newline_gives_a_metrics_fil
     node = {"host": "n", "cri_info": {"imagefs": [{"mountpoint": HOSTILE, "usage_percent": 73, "capacity_bytes": 1 << 30}]},
             "kubelet_config": {"findings": [{"severity": "warning", "code": "x", "message": "m"}]}, "runtime_config": {"findings": []},
             "image_gc_policy": {"removed": [{"size": 5}]}, "image_gc_prune": {"removed": [{"size": 5}, {"size": 7}]},
-            "container_gc": {"removed_containers": [{"id": "c"}]}, "kubelet_config_drift": {"changes": []}, "runtime_config_drift": {}}
+            "container_gc": {"removed_containers": [{"id": "c"}]}, "kubelet_config_drift": {"changes": []}, "runtime_config_drift": {},
+            "disk_usage": {"categories": {"unpacked_layer_blobs": {"bytes": 4096, "objects": []}}}}
     play = [{"hosts": "localhost", "gather_facts": False, "vars": {"kubenode_gc_audit_node": node},
              "tasks": [{"ansible.builtin.template": {"src": template, "dest": str(dest), "mode": "0644"}}]}]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
@@ -45,5 +46,6 @@ def test_a_mountpoint_with_a_quote_a_backslash_and_a_newline_gives_a_metrics_fil
     assert 'kubenode_gc_imagefs_capacity_bytes{mountpoint="%s"} 1073741824\n' % escaped in text
     assert "\nfake_metric" not in text
     assert 'kubenode_gc_reclaimable_bytes{policy="prune"} 12\n' in text and 'kubenode_gc_findings{severity="warning"} 1\n' in text
+    assert 'kubenode_gc_unpacked_layer_blob_bytes{mountpoint="%s"} 4096\n' % escaped in text
     # the same file without the escapes is what promtool rejected before
     assert promtool(text.replace(escaped, HOSTILE)).returncode != 0

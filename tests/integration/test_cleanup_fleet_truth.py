@@ -17,6 +17,8 @@ from devtools.faults import CrashAfter
 from devtools.images import ImageSpec
 from tests.integration.conftest import BIN
 
+pytestmark = pytest.mark.runtimes("one")
+
 MIB = 1 << 20
 
 
@@ -99,6 +101,7 @@ class _CtrlC:
 
     def __init__(self, runtime):
         self.workdir, self.endpoint = runtime.workdir, runtime.endpoint
+        self.engine_env = runtime.engine_env  # the proxy gives the module what finds the runtime's engine behind it
         self.pgid = None
 
     def crash(self):
@@ -115,15 +118,15 @@ def test_an_interrupted_runs_removals_are_recorded_by_the_next_run(ansible, runt
             "kubenode_gc_ledger_path": str(tmp_path / "ledger.json"), "kubenode_gc_cleanup_history_dir": str(history_dir),
             "kubenode_gc_container_min_age": "0s", "kubenode_gc_cleanup_image_min_age": "0s", "kubenode_gc_cleanup_image_mode": "prune"}
 
-    def run(endpoint, **popen):
+    def run(endpoint, env=None, **popen):
         inventory = tmp_path / "inventory.yml"
         inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gc-node": dict(node, kubenode_gc_cri_endpoint=endpoint)}}}))
         cmd = [os.path.join(BIN, "ansible-playbook"), "kubenode.gc.cleanup", "-i", str(inventory)]
-        return subprocess.Popen(cmd, cwd=str(tmp_path), env=ansible.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+        return subprocess.Popen(cmd, cwd=str(tmp_path), env=ansible.env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
 
     ctrl_c = _CtrlC(runtime)
     with CrashAfter(ctrl_c, 2, methods=("RemoveImage",)) as proxy:
-        proc = run(proxy.endpoint, start_new_session=True)
+        proc = run(proxy.endpoint, env=proxy.env, start_new_session=True)
         ctrl_c.pgid = proc.pid
         out = proc.communicate(timeout=600)[0]
     assert proc.returncode != 0 and proxy.crashed, out[-4000:]

@@ -8,18 +8,23 @@ import json
 import os
 import subprocess
 
+import pytest
 import yaml
 
 from devtools.faults import CrashAfter
+
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import normalize_image_ref
 from devtools.images import ImageSpec
 from tests.integration import storage_objects as so
 from tests.integration.conftest import BIN
 from tests.integration.test_image_pin import CAN_PIN, clean_dropins  # noqa: F401  pylint: disable=unused-import
 
+pytestmark = pytest.mark.runtimes("one")
+
 MIB = 1 << 20
 
 
-def cleanup(ansible, runtime, tmp_path, endpoint, extra_args=(), **extra):
+def cleanup(ansible, runtime, tmp_path, endpoint, extra_args=(), env=None, **extra):
     node = {
         "ansible_connection": "local",
         "ansible_python_interpreter": os.path.join(BIN, "python"),
@@ -36,7 +41,7 @@ def cleanup(ansible, runtime, tmp_path, endpoint, extra_args=(), **extra):
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gc-node": node}}}))
     cmd = [os.path.join(BIN, "ansible-playbook"), "kubenode.gc.cleanup", "-i", str(inventory)] + list(extra_args)
-    return subprocess.run(cmd, cwd=str(tmp_path), env=ansible.env(), capture_output=True, text=True, check=False)
+    return subprocess.run(cmd, cwd=str(tmp_path), env=ansible.env(env), capture_output=True, text=True, check=False)
 
 
 def history(tmp_path):
@@ -54,12 +59,12 @@ def test_a_node_whose_image_gc_failed_gets_a_history_record_of_its_partial_work(
     runtime.pull_images([ImageSpec("hist-%d:1" % n, size=MIB, share_base=False) for n in range(4)])
     pod = runtime.run_pod("keeper")
     runtime.add_container(pod, "k", "hist-0:1", "running")
-    ids = {t: i.id for i in runtime.client.list_images() for t in i.repo_tags}
+    ids = {normalize_image_ref(t): i.id for i in runtime.client.list_images() for t in i.repo_tags}
     before = set(ids.values())
     candidates = before - {ids["docker.io/library/hist-0:1"], ids[runtime.sandbox_image]}
     try:
         with CrashAfter(runtime, 2) as proxy:
-            proc = cleanup(ansible, runtime, tmp_path, proxy.endpoint)
+            proc = cleanup(ansible, runtime, tmp_path, proxy.endpoint, env=proxy.env)
         assert proxy.removed == 2 and proxy.crashed
     finally:
         runtime.restart()
@@ -96,6 +101,7 @@ def test_a_cleaned_node_records_no_error(ansible, runtime, tmp_path):
     assert {t for i in record["images"] for t in i["repo_tags"]} == {"docker.io/library/ok-0:1", "docker.io/library/ok-1:1"}
 
 
+@pytest.mark.runtimes("every")
 def test_cleanup_pins_the_keep_list_before_it_removes(ansible, clean_dropins, runtime_name, tmp_path):
     """Issue 14, item 1: kubenode_gc_cleanup_pin pins the keep-listed images (the kubelet's own GC keeps them then), and the
     prune removes the rest; a runtime that cannot pin (containerd 1.6) only warns, and the keep list still protects."""
@@ -171,6 +177,63 @@ def test_cleanup_storage_removes_other_namespace_images_and_records_them(ansible
     assert storage["freed_bytes"] >= MIB  # the 2 MiB image's blobs and snapshot, measured on the filesystem
     assert "gc-node: storage_gc removed %d object(s)" % len(storage["removed"]) in proc.stdout
     assert "image moby/docker.io/library/moby-cleanup:1" in proc.stdout
+
+
+def test_cleanup_storage_discards_the_layer_blobs_of_unpacked_images_and_names_them(ansible, runtime, tmp_path):
+    """Issue 42: kubenode_gc_cleanup_storage_discard_unpacked_layers frees the compressed layer blobs of the images in use
+    (prune keeps those); the history record names each blob's images, the summary too, and the image still starts containers."""
+    if runtime.kind in ("cri-o", "docker"):
+        return  # containerd's layer blobs: storage_gc refuses cri-o (test_layer_blobs.py), Docker keeps no compressed copy
+    name = "registry.k8s.io/cleanup-layers:1"
+    runtime.pull_images([ImageSpec(name, size=MIB, share_base=False)])
+    runtime.add_container(runtime.run_pod("layers-keeper"), "k", name, "running")
+    ids = {i.id for i in runtime.client.list_images() if name in i.repo_tags}
+    proc = cleanup(ansible, runtime, tmp_path, runtime.endpoint,
+                   extra_args=["-e", "kubenode_gc_cleanup_storage=true", "-e", "kubenode_gc_cleanup_storage_discard_unpacked_layers=true"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (record,) = history(tmp_path)
+    blobs = [i for i in record["storage"]["removed"] if i["kind"] == "layer_blob" and name in i["images"]]
+    assert len(blobs) == 2 and all(i["namespace"] == "k8s.io" and i["bytes"] > 0 for i in blobs)
+    assert record["storage"]["freed_bytes"] >= MIB
+    for blob in blobs:
+        assert so.ctr(runtime, "k8s.io", "content", "get", blob["id"]).returncode != 0
+    assert "layer_blob k8s.io/" in proc.stdout and "of %s" % name in proc.stdout
+    assert {i.id for i in runtime.client.list_images() if name in i.repo_tags} == ids
+    cid = runtime.add_container(runtime.run_pod("layers-again"), "again", name)
+    assert runtime.client.container_status(cid).status.state == 1
+
+
+@pytest.mark.runtimes("every")
+def test_cleanup_storage_on_docker_removes_build_cache_and_unused_volumes(ansible, runtime, tmp_path):
+    """Issue 41: on a Docker Engine node the cleanup's storage step removes the build cache and the anonymous volume no
+    container references, and its record and summary name them (the step differs by runtime: on the others it is the
+    test above's)."""
+    if runtime.kind != "docker":
+        return
+    import time
+
+    from tests.integration import docker_objects as do
+
+    runtime.pull_images([ImageSpec(do.IMAGE, size=MIB)])
+    cache = do.build(runtime)
+    runtime.docker("run", "--name", "left-volume", "--network", "none", "-v", "/vol", do.IMAGE, "-c", "busybox head -c 1048576 /dev/urandom > /vol/x")
+    volume = runtime.docker("inspect", "-f", "{{range .Mounts}}{{.Name}}{{end}}", "left-volume").strip()
+    runtime.docker("rm", "left-volume")
+    time.sleep(2)  # the cache records were last used at least this long ago
+    proc = cleanup(ansible, runtime, tmp_path, runtime.endpoint, extra_args=[
+        "-e", "kubenode_gc_cleanup_storage=true", "-e", "kubenode_gc_cleanup_storage_build_cache_max_age=1s",
+        "-e", "kubenode_gc_cleanup_storage_remove_unused_volumes=true"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (record,) = history(tmp_path)
+    storage = record["storage"]
+    assert storage["supported"] is True and storage["removed"] == storage["plan"]
+    removed = {(i["kind"], i["id"]) for i in storage["removed"]}
+    assert {("build_cache", c) for c in cache} | {("volume", volume)} <= removed
+    assert storage["freed_bytes"] >= MIB
+    assert not {r["ID"] for r in runtime.api.system_df().get("BuildCache") or []} & set(cache)
+    assert volume not in {v["Name"] for v in runtime.api.request("VolumeList", "GET", "/volumes")["Volumes"]}
+    assert "gc-node: storage_gc removed %d object(s): " % len(storage["removed"]) in proc.stdout
+    assert "volume %s (1.0 MiB)" % volume in proc.stdout
 
 
 def test_serial_and_hosts_from_the_inventory_are_refused_and_take_effect_with_e(ansible, runtime, tmp_path):

@@ -17,6 +17,8 @@ from devtools.images import ImageSpec
 
 from tests.integration.expectations import expect, rpc_calls
 
+pytestmark = pytest.mark.runtimes("every")
+
 RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{9}Z$")
 LIST_RPCS = {"Version": 1, "Status": 1, "ImageFsInfo": 1, "ListImages": 1, "ListContainers": 1, "ListPodSandbox": 1}
 
@@ -100,12 +102,16 @@ def test_reports_exactly_what_the_runtime_holds(ansible, runtime, scene, interpr
     assert RFC3339.match(batch["created_at"])
 
     # imagefs: the tmpfs, with the kubelet's usage from statvfs
-    if want.container_filesystems:
+    if want.container_filesystems == "split":
         fs, cfs = res["imagefs"]
         assert cfs["kind"] == "container"
         assert cfs["mountpoint"] == runtime.containerfs_mountpoint
         assert cfs["capacity_bytes"] == runtime.containerfs_size
         assert res["split_imagefs"] is True
+    elif want.container_filesystems == "same":
+        fs, cfs = res["imagefs"]
+        assert cfs["kind"] == "container" and cfs["mountpoint"] == fs["mountpoint"]
+        assert res["split_imagefs"] is False
     else:
         (fs,) = res["imagefs"]
         assert res["split_imagefs"] is False
@@ -164,6 +170,7 @@ def test_endpoint_from_environment(ansible, runtime):
     assert res["rpc_calls"] == rpc_calls(runtime, {"Version": 1, "Status": 1}, pods=False)
 
 
+@pytest.mark.runtimes("one")
 def test_check_mode_reads_the_same(ansible, runtime):
     runtime.pull_images([ImageSpec("chk:1")])
     real = ansible.module("kubenode.gc.cri_info", {"cri_endpoint": runtime.endpoint, "gather": ["images"]})
@@ -200,11 +207,13 @@ def test_deadline_exceeded(ansible, interpreter):
     assert res["msg"] == "CRI endpoint %s did not answer Version within 0.5 seconds (cri_timeout)." % server.endpoint
 
 
+@pytest.mark.runtimes("one")
 def test_non_positive_timeout_is_refused(ansible, runtime):
     res = ansible.module("kubenode.gc.cri_info", {"cri_endpoint": runtime.endpoint, "cri_timeout": 0})
     assert res["failed"] is True and res["msg"] == "cri_timeout must be a positive number of seconds, got 0.0."
 
 
+@pytest.mark.runtimes("one")
 def test_runtime_stopped_mid_life(ansible, runtime_name):
     rt = runtimes.make(runtime_name, imagefs_size="32M")
     rt.start()
@@ -214,6 +223,7 @@ def test_runtime_stopped_mid_life(ansible, runtime_name):
     assert res["failed"] is True and res["msg"].startswith("CRI endpoint %s is unusable for Version: " % endpoint)
 
 
+@pytest.mark.runtimes("one")
 def test_missing_libraries_fail_with_install_hint(ansible, runtime, tmp_path):
     bare = tmp_path / "bare"
     subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(bare)], check=True)

@@ -5,7 +5,11 @@
 
 import os
 
+import pytest
+
 from tests.integration import storage_objects as so
+
+pytestmark = pytest.mark.runtimes("every")
 
 # containerd's bolt database grows in steps while objects are created; that growth lands in the step's statvfs delta
 SLACK = 256 * 1024
@@ -19,6 +23,13 @@ def by_id(category, key="id"):
     return {o[key]: o for o in category["objects"]}
 
 
+def image_bytes(cats, name):
+    """An image's bytes as the categories count them: its k8s_images object plus the compressed layer blobs of it that
+    unpacked_layer_blobs holds (those of its blobs it shares go to the first of their images by name, as in k8s_images)."""
+    blobs = sum(o["bytes"] for o in cats["unpacked_layer_blobs"]["objects"] if o["images"][0] == name)
+    return by_id(cats["k8s_images"], "name")[name]["bytes"] + blobs
+
+
 def test_disk_usage_attributes_every_kind(ansible, runtime, runtime_name):
     logs = os.path.join(runtime.imagefs_mountpoint if runtime.kind == "cri-o" else runtime.root, "test-pod-logs")
     kubelet_root = os.path.join(runtime.workdir, "kubelet")
@@ -30,14 +41,20 @@ def test_disk_usage_attributes_every_kind(ansible, runtime, runtime_name):
     if runtime.kind == "cri-o":
         _crio(ansible, runtime, args)
         return
+    if runtime.kind == "docker":
+        _docker(ansible, runtime, args)
+        return
     made, created = so.create_all(runtime, logs)
     res = ansible.module("kubenode.gc.disk_usage", args, check=True)
     assert not res.get("failed"), res.get("msg")
     assert res["changed"] is False and res["not_visible"] == [] and res["walks_stopped_early"] == []
     cats = res["categories"]
-    assert set(cats) == {"k8s_images", "other_namespace_images", "writable_layers", "container_logs", "stale_ingests", "leased",
-                         "unreferenced_snapshots", "unaccounted"}
-    near(by_id(cats["k8s_images"], "name")["registry.k8s.io/storage-k8s:1"]["bytes"], created["k8s_image"], "k8s image")
+    assert set(cats) == {"k8s_images", "unpacked_layer_blobs", "other_namespace_images", "writable_layers", "container_logs",
+                         "stale_ingests", "leased", "unreferenced_snapshots", "unaccounted"}
+    # the pulled image's compressed layer blobs are in unpacked_layer_blobs (it is unpacked), the rest in k8s_images
+    assert len(cats["unpacked_layer_blobs"]["objects"]) < 10  # all listed: the sums below see every blob
+    assert "registry.k8s.io/storage-k8s:1" in {n for o in cats["unpacked_layer_blobs"]["objects"] for n in o["images"]}
+    near(image_bytes(cats, "registry.k8s.io/storage-k8s:1"), created["k8s_image"], "k8s image")
     others = by_id(cats["other_namespace_images"], "name")
     near(others["docker.io/library/moby-only:1"]["bytes"], created["moby_image"], "moby image")
     assert others["docker.io/library/moby-only:1"]["namespace"] == "moby"
@@ -58,7 +75,7 @@ def test_disk_usage_attributes_every_kind(ansible, runtime, runtime_name):
     assert snaps[made["snapshot"]]["namespace"] == "default" and snaps[made["snapshot"]]["gc_root"] is True
     # the rest: what was on the filesystem before the scenario (the sandbox image, containerd's files) and the
     # bolt database's growth, minus the sandbox image the module attributes to k8s_images
-    pause = by_id(cats["k8s_images"], "name")[runtime.sandbox_image]["bytes"]
+    pause = image_bytes(cats, runtime.sandbox_image)
     rest = res["used_bytes"] - sum(created.values()) - pause
     near(cats["unaccounted"]["bytes"], rest, "unaccounted")
     assert sum(c["bytes"] for c in cats.values()) == res["used_bytes"]
@@ -69,6 +86,7 @@ def test_disk_usage_attributes_every_kind(ansible, runtime, runtime_name):
     assert not any(name.startswith("containerd.snapshots.Usage") and n > 20 for name, n in res["rpc_calls"].items())
 
 
+@pytest.mark.runtimes("one")
 def test_disk_usage_walk_limit_says_it_stopped(ansible, runtime):
     logs = os.path.join(runtime.workdir, "many-logs")
     for n in range(5):
@@ -102,10 +120,62 @@ def _crio(ansible, runtime, args):
     assert any("cannot see" in w for w in res.get("warnings", []))
 
 
+def _docker(ansible, runtime, args):
+    """Every kind of object a Docker node holds (docker_objects), each category within 10 % of ``docker system df -v`` and of
+    the bytes statvfs saw it take; layers shared between images counted once; every byte of the data root attributed."""
+    from tests.integration import docker_objects as do
+
+    made, created = do.create_all(runtime)
+    res = ansible.module("kubenode.gc.disk_usage", args, check=True)
+    assert not res.get("failed"), res.get("msg")
+    assert res["changed"] is False and res["not_visible"] == [] and res["walks_stopped_early"] == []
+    assert res["mountpoint"] == runtime.root
+    cats = res["categories"]
+    assert list(cats) == ["k8s_images", "writable_layers", "non_k8s_containers", "container_logs", "volumes", "build_cache", "unaccounted"]
+    docker = do.system_df(runtime)
+    names = {c["Id"]: c["Names"][0].lstrip("/") for c in runtime.api.containers()}
+    # images: Docker's own total (each layer once), which the statvfs of the pull matches; the sum of the CRI's image
+    # sizes counts the base layer they share once per image
+    near(cats["k8s_images"]["bytes"], docker["images"], "k8s_images against docker system df")
+    image = by_id(cats["k8s_images"])[made["image_id"]]
+    near(image["bytes"], created["k8s_image"], "the pulled image's own layers")
+    assert cats["k8s_images"]["bytes"] < sum(i.size for i in runtime.client.list_images())
+    # containers: the kubelet's (io.kubernetes.* labels: the pod's container and its sandbox) and the others
+    k8s = {n: b for n, b in docker["containers"].items() if n.startswith("k8s_")}
+    near(cats["writable_layers"]["bytes"], sum(k8s.values()), "writable_layers against docker system df -v")
+    near(by_id(cats["writable_layers"])[made["container"]]["bytes"], created["writable"], "the pod container's writable layer")
+    others = {n: b for n, b in docker["containers"].items() if not n.startswith("k8s_")}
+    near(cats["non_k8s_containers"]["bytes"], sum(others.values()), "non_k8s_containers against docker system df -v")
+    web = by_id(cats["non_k8s_containers"])[made["non_k8s"]]
+    assert (web["name"], web["image"], web["state"]) == ("outside-web", do.IMAGE, "running")
+    near(web["bytes"], created["non_k8s"], "the docker run container's writable layer")
+    # logs: Docker's json-file logs of every container, as the filesystem says
+    on_disk = do.log_bytes(runtime)
+    near(cats["container_logs"]["bytes"], sum(on_disk.values()), "container_logs against the json-file logs")
+    near(by_id(cats["container_logs"])[made["container"]]["bytes"], created["log"], "the pod container's log")
+    assert {o["id"] for o in cats["container_logs"]["objects"]} <= set(names)
+    # volumes, each with whether a container uses it
+    near(cats["volumes"]["bytes"], sum(docker["volumes"].values()), "volumes against docker system df -v")
+    volumes = by_id(cats["volumes"], "name")
+    assert (volumes["kept-data"]["in_use"], volumes["kept-data"]["anonymous"]) == (True, False)
+    assert (volumes[made["anonymous_volume"]]["in_use"], volumes[made["anonymous_volume"]]["anonymous"]) == (True, True)
+    assert (volumes[made["dangling_volume"]]["in_use"], volumes[made["dangling_volume"]]["anonymous"]) == (False, True)
+    for key, name in (("named_volume", "kept-data"), ("anonymous_volume", made["anonymous_volume"]), ("dangling_volume", made["dangling_volume"])):
+        near(volumes[name]["bytes"], do.SIZES[key], key)
+    # build cache: the records no image shares, as docker system df counts them
+    near(cats["build_cache"]["bytes"], docker["build_cache"], "build_cache against docker system df")
+    near(cats["build_cache"]["bytes"], created["build_cache"], "the build's cached layer")
+    assert set(made["build_cache"]) <= {o["id"] for o in cats["build_cache"]["objects"]}
+    # every byte once: the categories add up to the data root's used bytes, the rest is Docker's own metadata
+    assert sum(c["bytes"] for c in cats.values()) == res["used_bytes"]
+    assert 0 <= cats["unaccounted"]["bytes"] < 0.2 * res["used_bytes"]
+    assert res["rpc_calls"]["docker.SystemDataUsage"] == 1 and "ListContainerStats" not in res["rpc_calls"]
+
+
 def test_disk_usage_sees_every_byte(ansible, runtime):
     """native snapshots, a ctr container in k8s.io, one ingest ref in two namespaces and logs outside pod_logs_dir."""
-    if runtime.kind == "cri-o":
-        return  # containerd's objects; cri-o's storage is test_disk_usage_attributes_every_kind's
+    if runtime.kind in ("cri-o", "docker"):
+        return  # containerd's objects; cri-o's and Docker's storage are test_disk_usage_attributes_every_kind's
     from devtools.images import ImageSpec
 
     mount = runtime.imagefs_mountpoint
@@ -163,12 +233,12 @@ def test_disk_usage_sees_every_byte(ansible, runtime):
     near(cats["stale_ingests"]["bytes"], created["ingest"], "stale_ingests")
     pod = by_id(cats["container_logs"])["every-ns_logger_%s" % config["metadata"]["uid"]]
     near(pod["bytes"], created["log"], "logs outside pod_logs_dir")
-    near(by_id(cats["k8s_images"], "name")["registry.k8s.io/zz-every-byte:1"]["bytes"], created["k8s_image"], "k8s image")
+    near(image_bytes(cats, "registry.k8s.io/zz-every-byte:1"), created["k8s_image"], "k8s image")
     for name in ("native", "writable", "ingest", "log"):
         assert created[name] > 0, name
     near(cats["unreferenced_snapshots"]["bytes"], created["native"], "unreferenced_snapshots")
     near(cats["container_logs"]["bytes"], created["log"], "container_logs")
-    pause = by_id(cats["k8s_images"], "name")[runtime.sandbox_image]["bytes"]
+    pause = image_bytes(cats, runtime.sandbox_image)
     rest = res["used_bytes"] - sum(created.values()) - pause
     near(cats["unaccounted"]["bytes"], rest, "unaccounted")
     # one storage_gc run aborts the ingest in both namespaces
@@ -206,6 +276,8 @@ def test_disk_usage_log_paths_without_a_call_per_container(ansible, runtime):
     from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import ContainerdClient
     from ansible_collections.kubenode.gc.plugins.module_utils.storage import _disk_usage
 
+    if runtime.kind == "docker":
+        return  # Docker's logs are json-files in its data root, found through its containers: _docker
     runtime.pull_images([ImageSpec("registry.k8s.io/log-paths:1", size=so.MIB)])
     base = os.path.join(runtime.imagefs_mountpoint if runtime.kind == "cri-o" else runtime.root, "log-paths")
     empty = os.path.join(runtime.workdir, "no-pod-logs")  # pod_logs_dir: the fallback finds nothing there

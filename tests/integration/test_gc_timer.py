@@ -13,10 +13,13 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 
 from ansible_collections.kubenode.gc.plugins.module_utils.cri import _ledger
 from devtools.images import ImageSpec
+
+pytestmark = pytest.mark.runtimes("one")
 
 MIB = 1 << 20
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

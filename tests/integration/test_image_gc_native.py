@@ -3,11 +3,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """image_gc's native removals (containerd's images API, one collection) keep the CRI's view right, on every runtime.
 
-On each containerd of the matrix (1.6, 1.7, 2.x) a prune large enough to take the native path must leave the CRI
-exactly as RemoveImage would: ListImages no longer lists the removed images (right when the module returns),
-importing the same images again (``ctr -n k8s.io images import``) makes the CRI list them again, ImageFsInfo (the
-kubelet's view) reflects the freed bytes, and the sandbox image and the images in use are intact. cri-o keeps the CRI.
-These tests are what _image_gc.NATIVE_LINES rests on: a containerd line fails here before it is listed there.
+On each containerd of the matrix (1.6, 1.7, 2.1, 2.2, 2.3) a prune large enough to take the native path must leave the
+CRI exactly as RemoveImage would, with images pulled through the CRI as the kubelet pulls them (repo digests,
+distribution-source labels, the compressed layers in the content store beside their snapshots): ListImages no longer
+lists the removed images (right when the module returns), containerd keeps no record of them (tag, digest or id) and
+its collection frees their blobs and snapshots, pulling the same images again makes the CRI list them again under the
+same ids and a container starts from one, ImageFsInfo (the kubelet's view) reflects the freed bytes, and the sandbox
+image and the images in use are intact. cri-o keeps the CRI. These tests are what _image_gc.NATIVE_LINES rests on: a
+containerd line fails here before it is listed there.
 """
 
 import json
@@ -22,6 +25,8 @@ from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_gc
 from ansible_collections.kubenode.gc.plugins.modules import image_gc
 from devtools.faults import CrashAfter
 from devtools.images import ImageSpec
+
+pytestmark = pytest.mark.runtimes("every")
 
 KIB = 1 << 10
 # enough images for the native path, each with a layer of its own (beside the shared base) so that removing it frees bytes
@@ -61,6 +66,71 @@ def wait_for_used(runtime, good, timeout=40):
 
 def is_containerd(runtime):
     return runtime.name.startswith("containerd")
+
+
+def free_bytes(runtime):
+    st = os.statvfs(runtime.imagefs_mountpoint)
+    return st.f_bavail * st.f_frsize
+
+
+def test_prune_of_many_pulled_images_removes_exactly_the_unused_ones_and_a_removed_one_runs_again(ansible, runtime, tmp_path):
+    """Issue 40, on every runtime: image_gc prune (through ansible-playbook) of more than NATIVE_MIN_IMAGES pulled images
+    removes exactly the images no container uses (the native path on containerd, RemoveImage on cri-o); the CRI no longer
+    lists them and the runtime's own tool has no name of them left; a second run changes nothing; pulling a removed image
+    again works, under the same id, and a container starts from it."""
+    ids = runtime.pull_images(specs("pulled"))
+    runtime.pull_images([ImageSpec("pulled-running:1", size=LAYER), ImageSpec("pulled-exited:1", size=LAYER)])
+    pod = runtime.run_pod("users")
+    runtime.add_container(pod, "running", "pulled-running:1", "running")
+    runtime.add_container(pod, "exited", "pulled-exited:1", "exited")
+    kept = {runtime.image_id_of(t) for t in ("pulled-running:1", "pulled-exited:1", runtime.sandbox_image)}
+    listed = {img.id: img for img in runtime.client.list_images()}
+    assert set(listed) == kept | set(ids.values())
+    # pulled, as the kubelet pulls: every image has a repo digest of its upstream name
+    assert all(img.repo_digests for img in listed.values())
+    refs = runtime.image_refs()
+    free = free_bytes(runtime)
+    args = {"cri_endpoint": runtime.endpoint, "mode": "prune", "min_age": "0s", "ledger_path": str(tmp_path / "ledger.json")}
+
+    res = ansible.module("kubenode.gc.image_gc", args)
+    assert not res.get("failed"), res.get("msg")
+    assert res["changed"] is True and res["errors"] == [] and res["unconfirmed"] == []
+    assert {r["id"] for r in res["removed"]} == set(ids.values()) and {r["reason"] for r in res["removed"]} == {"prune"}
+    assert res["kept"]["in_use"] == 2 and res["kept"]["sandbox"] == 1
+    if is_containerd(runtime):  # the native path: every record deleted through containerd's images API, one collection
+        assert "RemoveImage" not in res["rpc_calls"] and res["rpc_calls"]["containerd.images.Delete"] >= 3 * COUNT
+        assert res["rpc_calls"]["containerd.leases.Delete"] == 1
+    else:
+        assert res["rpc_calls"]["RemoveImage"] == COUNT
+    # the CRI lists exactly the images in use and the sandbox image, right when the module returned
+    assert set(cri_images(runtime)) == kept
+    # the runtime's own tool: no tag, repo digest or id of a removed image is left (containerd: its records)
+    after = runtime.image_refs()
+    gone_tags = {t for i in ids for t in refs["tags"] if t.endswith("/" + i)}
+    assert len(gone_tags) == COUNT and not gone_tags & after["tags"]
+    assert not set(ids.values()) & after["ids"]
+    if "digests" in refs:  # containerd names a pulled image by its repo digest too (name@sha256:<manifest>)
+        gone_digests = {d for d in refs["digests"] if d.split("@")[0] in {"docker.io/library/" + t.split(":")[0] for t in ids}}
+        assert len(gone_digests) == COUNT and not gone_digests & after["digests"]
+    # the bytes are free: containerd's collection took each image's compressed layer blob and its snapshot (the layer
+    # twice), cri-o its layer
+    freed = free_bytes(runtime) - free
+    assert freed >= COUNT * LAYER * (2 if is_containerd(runtime) else 1) * 0.9, freed
+
+    again = ansible.module("kubenode.gc.image_gc", args)
+    assert not again.get("failed"), again.get("msg")
+    assert again["changed"] is False and again["removed"] == [] and "RemoveImage" not in again["rpc_calls"]
+    assert set(cri_images(runtime)) == kept
+
+    # a removed image pulled again: the same id, and a container starts from it
+    back = runtime.pull_images([ImageSpec("pulled-07:1", size=LAYER)])
+    assert back == {"pulled-07:1": ids["pulled-07:1"]} and ids["pulled-07:1"] in cri_images(runtime)
+    cid = runtime.add_container(runtime.run_pod("again"), "again", "pulled-07:1", "running")
+    status = runtime.client.container_status(cid).status
+    assert status.state == 1  # CONTAINER_RUNNING
+    # from the image pulled again: its id, or (ContainerStatus on containerd and cri-o, for a pulled image) its repo digest
+    (image,) = [img for img in runtime.client.list_images() if img.id == ids["pulled-07:1"]]
+    assert status.image_ref in {image.id} | set(image.repo_digests)
 
 
 def test_native_prune_keeps_the_cri_view_right(runtime, tmp_path):

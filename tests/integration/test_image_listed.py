@@ -12,6 +12,10 @@ from devtools.images import ImageSpec
 from tests.integration.expectations import expect
 from tests.integration.test_image_gc import MIB, gc, tags_left
 
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._snapshot import full_names
+
+pytestmark = pytest.mark.runtimes("every")
+
 LIB = "docker.io/library/"
 
 
@@ -32,9 +36,10 @@ def node(runtime):
     runtime.add_container(web, "app", "vuln:run", "running")
     batch = runtime.run_pod("batch", namespace="jobs")
     runtime.exited = runtime.add_container(batch, "step", "vuln:exited", "exited")
-    (retired,) = [i for i in runtime.client.list_images() if LIB + "retired:1" in i.repo_tags]
+    # names in full (Docker lists docker.io's by their short names)
+    (retired,) = [i for i in runtime.client.list_images() if LIB + "retired:1" in full_names(i.repo_tags)]
     # by repo digest (repository@sha256:...) where the runtime gives offline images one (cri-o), else by its sha256: id (containerd)
-    runtime.retired_digest = sorted(retired.repo_digests)[0] if expect(runtime).repo_digests else retired.id
+    runtime.retired_digest = sorted(full_names(retired.repo_digests))[0] if expect(runtime).repo_digests else retired.id
     assert runtime.retired_digest.startswith(("docker.io/library/retired@sha256:", "docker.io/library/other-name@sha256:", "sha256:"))
     return runtime
 
@@ -72,9 +77,9 @@ def test_listed_removes_exactly_the_unused_named_images_and_names_the_pods_of_th
     assert set(kept) == {runtime.sandbox_image, LIB + "vuln:run", LIB + "vuln:exited", "registry.example.com/vuln:1"}
     assert kept[LIB + "vuln:run"]["reason"] == "in_use" and kept[LIB + "vuln:run"]["patterns"] == ["*/vuln:*"]
     assert kept[LIB + "vuln:run"]["containers"] == [
-        {"pod_namespace": "shop", "pod_name": "web", "container": "app", "state": "running", "running": True}]
+        {"pod_namespace": "shop", "pod_name": "web", "container": "app", "state": "running", "running": True, "outside_kubernetes": False}]
     assert kept[LIB + "vuln:exited"]["containers"] == [
-        {"pod_namespace": "jobs", "pod_name": "batch", "container": "step", "state": "exited", "running": False}]
+        {"pod_namespace": "jobs", "pod_name": "batch", "container": "step", "state": "exited", "running": False, "outside_kubernetes": False}]
     assert (kept[runtime.sandbox_image]["reason"], kept[runtime.sandbox_image]["containers"]) == ("sandbox", [])
     assert (kept["registry.example.com/vuln:1"]["reason"], kept["registry.example.com/vuln:1"]["containers"]) == ("keep_list", [])
     warned = " ".join(real["warnings"])
@@ -94,6 +99,7 @@ def test_listed_removes_exactly_the_unused_named_images_and_names_the_pods_of_th
     assert LIB + "vuln:exited" not in tags_left(runtime) and LIB + "vuln:run" in tags_left(runtime)
 
 
+@pytest.mark.runtimes("one")
 @pytest.mark.parametrize("args, msg", [
     (dict(mode="listed"), "mode=listed needs images, the patterns of the images to remove (as in keep_images); none were given."),
     (dict(mode="listed", images=["vuln:*", ""]), "images must not contain an empty pattern; remove it or name the image to remove."),
@@ -107,6 +113,7 @@ def test_bad_images_fail_in_one_sentence_and_change_nothing(ansible, node, args,
     assert tags_left(node) == before
 
 
+@pytest.mark.runtimes("one")
 def test_node_cleanup_removes_listed_images_below_the_thresholds_after_container_gc_and_check_mode_lists_exactly_that(ansible, node, tmp_path):
     """kubenode_gc_remove_images through node_cleanup on a node below its thresholds: container GC removes the exited
     container of a deleted pod (jobs/batch), so its image goes too; --check lists exactly the real run's removals."""
@@ -130,4 +137,5 @@ def test_node_cleanup_removes_listed_images_below_the_thresholds_after_container
     assert sorted(r["id"] for r in res["image_listed"]["removed"]) == sorted(r["id"] for r in plan["image_listed"]["removed"])
     assert tags_left(runtime) == before - gone
     assert [(k["repo_tags"], k["containers"]) for k in res["image_listed"]["listed_kept"] if k["reason"] == "in_use"] == [
-        ([LIB + "vuln:run"], [{"pod_namespace": "shop", "pod_name": "web", "container": "app", "state": "running", "running": True}])]
+        ([LIB + "vuln:run"], [{"pod_namespace": "shop", "pod_name": "web", "container": "app", "state": "running", "running": True,
+                               "outside_kubernetes": False}])]

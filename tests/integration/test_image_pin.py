@@ -12,17 +12,25 @@ import pytest
 
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd._containerd_images import OWNER_LABEL, PINNED_LABEL, PINNED_VALUE, ContainerdImages
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriClient
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import normalize_image_ref
 from devtools.images import ImageSpec
+
+pytestmark = pytest.mark.runtimes("every")
 
 MIB = 1 << 20
 # containerd's CRI reports pinned from 1.7.3 on; cri-o through pinned_images
-CAN_PIN = {"containerd-1.6": False, "containerd-1.7": True, "containerd-2.1": True, "containerd-2.2": True, "containerd-2.3": True, "crio": True}
+CAN_PIN = {"containerd-1.6": False, "containerd-1.7": True, "containerd-2.1": True, "containerd-2.2": True, "containerd-2.3": True, "crio": True,
+           "cri-dockerd": False}
+# the one warning of a runtime that cannot pin
+CANNOT_PIN = {"containerd-1.6": "containerd {version} cannot pin images: its CRI reports images pinned only from containerd 1.7.3 on; nothing was changed.",
+              "cri-dockerd": "Docker Engine {version} (through cri-dockerd) cannot pin images: cri-dockerd reports only its sandbox image pinned and "
+                             "has no setting for others; nothing was changed."}
 DROPIN = "99-kubenode-gc-pinned.conf"
 
 
 def pinned_state(runtime):
-    """{tag: pinned} as CRI ListImages reports it."""
-    return {t: img.pinned for img in runtime.client.list_images() for t in img.repo_tags}
+    """{tag: pinned} as CRI ListImages reports it (tags in full: Docker lists docker.io's by their short names)."""
+    return {normalize_image_ref(t): img.pinned for img in runtime.client.list_images() for t in img.repo_tags}
 
 
 def pin(ansible, runtime, check=False, **args):
@@ -59,8 +67,7 @@ def test_pin_check_real_idempotent_and_image_gc_keeps_pinned(ansible, clean_drop
     if not CAN_PIN[runtime_name]:
         assert plan["supported"] is False and plan["changed"] is False
         assert plan["pinned"] == [] and plan["unpinned"] == []
-        assert plan["warnings"] == ["containerd 1.6.20~ds1 cannot pin images: its CRI reports images pinned only from containerd 1.7.3 on; "
-                                    "nothing was changed."]
+        assert plan["warnings"] == [CANNOT_PIN[runtime_name].format(version=runtime.client.version().runtime_version)]
         real = pin(ansible, runtime, **args)
         assert not real.get("failed"), real.get("msg")
         assert (real["supported"], real["changed"], real["pinned"]) == (False, False, [])
@@ -114,6 +121,12 @@ def pin_by_someone_else(runtime, runtime_name, tag):
 def test_exclusive_unpins_only_our_pins(ansible, clean_dropins, runtime_name):
     runtime = clean_dropins
     runtime.pull_images([ImageSpec("registry.k8s.io/ours:1", size=MIB), ImageSpec("registry.k8s.io/theirs:1", size=MIB)])
+    if runtime_name == "cri-dockerd":  # nothing to pin with: exclusive changes nothing either
+        before = pinned_state(runtime)
+        result = pin(ansible, runtime, images=[], exclusive=True)
+        assert (result["supported"], result["changed"], result["unpinned"]) == (False, False, [])
+        assert pinned_state(runtime) == before
+        return
     if not CAN_PIN[runtime_name]:  # containerd 1.6: exclusive changes nothing either, labels included
         pin_by_someone_else(runtime, runtime_name, "registry.k8s.io/theirs:1")
         before = pinned_state(runtime)
@@ -149,6 +162,7 @@ def test_exclusive_unpins_only_our_pins(ansible, clean_dropins, runtime_name):
         assert '# kubenode.gc pins: []\n' in text and '"registry.k8s.io/theirs:1",' in text
 
 
+@pytest.mark.runtimes("one")
 def test_bad_pattern_fails_in_one_sentence_and_changes_nothing(ansible, runtime):
     runtime.pull_images([ImageSpec("registry.k8s.io/bad:1", size=MIB)])
     before = pinned_state(runtime)

@@ -6,7 +6,11 @@ changes nothing, and fails with cri_info's sentence when the runtime cannot be r
 
 import os
 
+import pytest
+
 from devtools.images import ImageSpec
+
+pytestmark = pytest.mark.runtimes("one")
 
 KUBELET = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 70\nimageGCLowThresholdPercent: 60\n"
 
@@ -15,6 +19,7 @@ def ids(items, key="id"):
     return sorted(str(item[key] if isinstance(item, dict) else getattr(item, key)) for item in items or [])
 
 
+@pytest.mark.runtimes("every")
 def test_node_audit_holds_what_each_module_returns(ansible, runtime, tmp_path):
     runtime.pull_images([ImageSpec("registry.k8s.io/audit-used:1", size=64 << 10), ImageSpec("registry.k8s.io/audit-unused:1", size=64 << 10)])
     pod = runtime.run_pod("audit", namespace="audit-ns")
@@ -27,7 +32,7 @@ def test_node_audit_holds_what_each_module_returns(ansible, runtime, tmp_path):
     flags = tmp_path / "kubeadm-flags.env"
     flags.write_text('KUBELET_KUBEADM_ARGS="--root-dir=%s"\n' % (tmp_path / "root"))
     ledger = str(tmp_path / "ledger.json")
-    kind = "crio" if runtime.kind == "cri-o" else "containerd"
+    kind = {"cri-o": "crio", "docker": "docker"}.get(runtime.kind, "containerd")
     images_before = ids(runtime.client.list_images())
     containers_before = ids(runtime.client.list_containers())
 
@@ -95,7 +100,7 @@ def test_node_audit_refuses_bad_options_before_reading(ansible, runtime, tmp_pat
     for args, words in (
         (dict(container_gc=dict(min_age="two minutes")), ("two minutes",)),
         (dict(image_gc=dict(mode="prune")), ("image_gc.mode", "node_audit")),
-        (dict(runtime_config=dict(docker={})), ("runtime_config", "docker")),
+        (dict(runtime_config=dict(podman={})), ("runtime_config", "podman")),
         (dict(container_gc=dict(bogus=1)), ("container_gc", "bogus")),
     ):
         res = ansible.module("kubenode.gc.node_audit", dict(args, cri_endpoint=runtime.endpoint))

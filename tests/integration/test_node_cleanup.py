@@ -7,7 +7,11 @@ record, writes its provisional record and removes exactly the unused image; a no
 import json
 import os
 
+import pytest
+
 from devtools.images import ImageSpec
+
+pytestmark = pytest.mark.runtimes("one")
 
 
 def tags(runtime):

@@ -18,6 +18,8 @@ import yaml
 from devtools.images import ImageSpec
 from tests.integration.conftest import BIN
 
+pytestmark = pytest.mark.runtimes("one")
+
 MIB = 1 << 20
 
 

@@ -104,7 +104,7 @@ CASES = {
         "overlay3"),
     "gc_timer interpreter below a world-writable directory": (
         "gc_timer", lambda p: (shutil.copy(os.path.realpath(sys.executable), p / "python3") and {"gc_timer_python": str(p / "python3")}),
-        "goes through /tmp, which is writable by its group and others (mode 1777, owner root): root runs it in the timer's service, "
+        "goes through /tmp, which is writable by its group and others (mode 1777): root runs it in the timer's service, "
         "so it and every directory above it must be owned by root and writable by root alone."),
     "gc_timer ledger where the service's sandbox hides it": (
         "gc_timer", lambda p: {"gc_timer_ledger_path": str(p / "ledger.json")},

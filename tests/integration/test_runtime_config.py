@@ -19,6 +19,8 @@ from devtools import runtimes
 from tests.integration.conftest import RUNTIMES, read_only_tmpfs
 from tests.integration.expectations import rpc_calls
 
+pytestmark = pytest.mark.runtimes("every")
+
 MODULE = "kubenode.gc.runtime_config"
 
 V2 = """# containerd, by hand
@@ -164,7 +166,8 @@ def test_containerd_v2_edit_keeps_comments_owner_and_mode(ansible, tmp_path, int
     assert (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (0o600, 1234, 2345)
     assert list(res["backup_files"]) == [path] and open(res["backup_files"][path]).read() == V2
     assert res["current"] == dict(
-        config_version=2, root="/data/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.9"
+        config_version=2, root="/data/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.9",
+        discard_unpacked_layers=False,
     )
     assert res["findings"] == []
 
@@ -232,7 +235,8 @@ def test_read_only_reports_values_and_version_1(ansible, tmp_path, interpreter):
     res = ok(run(ansible, {"runtime": "containerd", "path": path}, interpreter))
     assert res["changed"] is False and res["runtime"] == "containerd" and res["files"] == []
     assert res["current"] == dict(
-        config_version=1, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="k8s.gcr.io/pause:3.2"
+        config_version=1, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="k8s.gcr.io/pause:3.2",
+        discard_unpacked_layers=False,
     )
     assert [(f["severity"], f["code"]) for f in res["findings"]] == [("warning", "config_version_1")]
     assert state(path) == before
@@ -337,6 +341,8 @@ def own_config(runtime, **replace):
 
 def test_runtime_findings_against_the_running_runtime(ansible, runtime, tmp_path, interpreter):
     """Only the CRI endpoint is given: the module reads the files of the runtime listening there (its own, edited here)."""
+    if runtime.kind == "docker":
+        return  # dockerd's configuration is read only: its findings are test_docker.py's
     crio = runtime.kind == "cri-o"
     root_key, image_key = ("graphroot", "pause_image") if crio else ("root", "sandbox_image")
     query = {"cri_endpoint": runtime.endpoint, "query_runtime": True}
@@ -402,6 +408,8 @@ def test_unreachable_runtime_is_an_info_finding(ansible, tmp_path, interpreter):
 
 def test_validate_with_the_runtimes_own_config_check(ansible, runtime, tmp_path):
     """validate runs the runtime's own parser on the new file: containerd config dump, crio config."""
+    if runtime.kind == "docker":
+        return  # runtime_config never writes dockerd's configuration (test_docker.py)
     args = config_args(runtime, tmp_path)
     if runtime.kind == "containerd":
         check, setting, shown = runtime.binary("containerd") + " --config %s config dump", {"snapshotter": "native"}, "snapshotter = .native."
@@ -445,7 +453,8 @@ BAD = {
         "containerd",
         V2,
         {"graphroot": "/data"},
-        r"^Unknown settings key graphroot for runtime containerd; the supported keys are root, state, snapshotter, sandbox_image, pinned_images\.$",
+        r"^Unknown settings key graphroot for runtime containerd; the supported keys are root, state, snapshotter, sandbox_image, "
+        r"discard_unpacked_layers, pinned_images\.$",
     ),
     "pins_on_version_2": (
         "containerd",
@@ -568,11 +577,55 @@ def test_effective_values_are_containerds_own_merge_of_the_imports(ansible, tmp_
         empty = write(tmp_path / "empty.toml", "version = 2\n")
         assert current["sandbox_image"] is None and theirs["sandbox_image"] == dumped(binary, empty, 2)["sandbox_image"] != "registry.k8s.io/pause:3.10"
     overridden = ["root", "state", "snapshotter"] + ([] if version == 3 else ["sandbox_image"])
+    # version 2: the main file's snapshotter is where containerd 2.x would drop it (no runtimes table), which it says too
+    dropped = [] if version == 3 else [f for f in res["findings"] if f["code"] == "dropped_by_containerd_2"]
+    assert len(dropped) == (0 if version == 3 else 1) and all(f["severity"] == "info" for f in dropped)
+    res["findings"] = [f for f in res["findings"] if f not in dropped]
     assert codes(res) == ["import_overrides"] * len(overridden)
     sources = dict(root=files["a"], state=files["nested"], snapshotter=files["nested" if version == 3 else "a"], sandbox_image=files["a"])
     assert sorted(f["message"].split(" ")[2] for f in res["findings"]) == sorted(sources[k] for k in overridden)
     assert {f["severity"] for f in res["findings"]} == {"warning"}
     assert res["changed"] is False and res["files"] == []
+
+
+DISCARD_V2 = ('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "registry.k8s.io/pause:3.10"\n'
+              '  [plugins."io.containerd.grpc.v1.cri".containerd]\n    default_runtime_name = "runc"\n')
+DISCARD_RUNTIMES = '    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n      runtime_type = "io.containerd.runc.v2"\n'
+
+
+def dumped_discard(binary, path):
+    """discard_unpacked_layers as ``containerd config dump`` shows it: 2.x dumps version 3 (the CRI images plugin), 1.x
+    version 2 (the CRI plugin's containerd table)."""
+    data = tomllib.loads(subprocess.run([binary, "--config", path, "config", "dump"], capture_output=True, text=True, check=True).stdout)
+    if "io.containerd.cri.v1.images" in data["plugins"] and data.get("version", 2) >= 3:
+        return data["plugins"]["io.containerd.cri.v1.images"]["discard_unpacked_layers"]
+    return data["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["discard_unpacked_layers"]
+
+
+@pytest.mark.parametrize("name", CONTAINERD_BUILDS)
+def test_discard_unpacked_layers_is_written_where_each_containerd_reads_it(ansible, tmp_path, name):
+    """Version 2 (with and without a runtimes table) on every line, version 3 on 2.x: containerd config dump shows the
+    value the module wrote and reports; a hand-written version 2 key that 2.x drops is a finding, and 2.x really drops it."""
+    binary, version = containerd_binary(name)
+    texts = dict(v2=DISCARD_V2, v2_runtimes=DISCARD_V2 + DISCARD_RUNTIMES)
+    if version == 3:
+        texts["v3"] = "version = 3\n[plugins.'io.containerd.cri.v1.images']\n  snapshotter = 'overlayfs'\n"
+    for label, text in texts.items():
+        path = write(tmp_path / ("%s.toml" % label), text)
+        assert dumped_discard(binary, path) is False, label
+        for value in (True, False):
+            res = ok(run(ansible, {"runtime": "containerd", "path": path, "settings": {"discard_unpacked_layers": value},
+                                   "validate": binary + " --config %s config dump"}))
+            assert res["changed"] is True, label  # true, then false written in its place
+            assert res["current"]["discard_unpacked_layers"] is value and dumped_discard(binary, path) is value, (label, open(path).read())
+            assert "dropped_by_containerd_2" not in codes(res)
+            again = ok(run(ansible, {"runtime": "containerd", "path": path, "settings": {"discard_unpacked_layers": value}}))
+            assert again["changed"] is False
+    # written by hand where 2.x drops it: the module says so, and that is what this containerd does
+    path = write(tmp_path / "by-hand.toml", DISCARD_V2.replace('    default_runtime_name = "runc"\n', '    discard_unpacked_layers = true\n'))
+    res = ok(run(ansible, {"runtime": "containerd", "path": path}))
+    assert res["current"]["discard_unpacked_layers"] is True and codes(res) == ["dropped_by_containerd_2"]
+    assert dumped_discard(binary, path) is (version != 3)
 
 
 @pytest.mark.parametrize("name", CONTAINERD_BUILDS)

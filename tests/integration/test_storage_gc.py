@@ -5,8 +5,12 @@
 
 import os
 
+import pytest
+
 from devtools.images import ImageSpec
 from tests.integration import storage_objects as so
+
+pytestmark = pytest.mark.runtimes("every")
 
 ARGS = dict(namespaces=["moby", "default"], ingest_max_age="1s", lease_max_age="1s", release_gc_roots=True)
 # what the module removes itself; the plan's other objects are what containerd's collection frees after them
@@ -42,6 +46,9 @@ def run(ansible, runtime, check=False, **args):
 def test_storage_gc_frees_what_containerd_keeps(ansible, runtime):
     if runtime.kind == "cri-o":
         _crio(ansible, runtime)
+        return
+    if runtime.kind == "docker":
+        _docker(ansible, runtime)
         return
     made, created = so.create_all(runtime, os.path.join(runtime.root, "test-pod-logs"))
     expected = {("ingest", "default", "stale-ingest-1"), ("lease", "default", made["expired_lease"]), ("lease", "default", made["old_lease"]),
@@ -91,6 +98,7 @@ def test_storage_gc_frees_what_containerd_keeps(ansible, runtime):
     assert again["changed"] is False and again["plan"] == []
 
 
+@pytest.mark.runtimes("one")
 def test_storage_gc_refuses_k8s_io(ansible, runtime):
     if runtime.kind == "cri-o":
         return
@@ -110,3 +118,55 @@ def _crio(ansible, runtime):
         assert res["supported"] is False and res["changed"] is False and res["plan"] == [] and res["freed_bytes"] == 0
         assert any("crio wipe" in w and "drain" in w for w in res.get("warnings", []))
     assert sorted(img.id for img in runtime.client.list_images()) == images
+
+
+def _docker(ansible, runtime):
+    """Docker Engine: build cache records unused for longer than build_cache_max_age and anonymous volumes no container
+    references go, through Docker's API; check mode lists exactly what the real run frees (statvfs); named volumes,
+    volumes a container references, images and every container (inside Kubernetes or not) stay."""
+    import time
+
+    from tests.integration import docker_objects as do
+
+    made, created = do.create_all(runtime)
+    time.sleep(2)  # the build cache records were last used at least this long ago
+    images, containers = runtime.image_refs(), runtime.container_ids()
+    volumes = {v["Name"] for v in runtime.api.request("VolumeList", "GET", "/volumes")["Volumes"]}
+    used = do.used_bytes(runtime.imagefs_mountpoint)
+
+    # unset options: nothing planned; containerd's options do nothing here, and say so
+    idle = run(ansible, runtime, check=True, namespaces=["moby"])
+    assert not idle.get("failed"), idle.get("msg")
+    assert idle["supported"] is True and idle["plan"] == [] and any("namespaces" in w and "Docker" in w for w in idle["warnings"])
+    only_cache = run(ansible, runtime, check=True, build_cache_max_age="1s")
+    assert {s["kind"] for s in only_cache["plan"]} == {"build_cache"}
+    assert run(ansible, runtime, check=True, build_cache_max_age="1h")["plan"] == []  # younger than an hour
+
+    args = dict(build_cache_max_age="1s", remove_unused_volumes=True)
+    plan = run(ansible, runtime, check=True, **args)
+    assert not plan.get("failed"), plan.get("msg")
+    assert plan["changed"] is False and plan["removed"] == [] and plan["freed_bytes"] == 0
+    assert [s for s in plan["plan"] if s["kind"] == "volume"] == [{"kind": "volume", "id": made["dangling_volume"], "bytes": plan["plan"][-1]["bytes"]}]
+    cache = [s for s in plan["plan"] if s["kind"] == "build_cache"]
+    assert set(made["build_cache"]) <= {s["id"] for s in cache} and [s["kind"] for s in plan["plan"]] == ["build_cache"] * len(cache) + ["volume"]
+    assert abs(do.used_bytes(runtime.imagefs_mountpoint) - used) < 64 * 1024  # check mode changed nothing
+
+    res = run(ansible, runtime, **args)
+    assert not res.get("failed"), res.get("msg")
+    assert res["changed"] is True and res["plan"] == plan["plan"] and res["removed"] == plan["plan"]
+    assert not res.get("already_gone") and not [w for w in res.get("warnings", []) if "kept" in w]
+    freed = used - do.used_bytes(runtime.imagefs_mountpoint)
+    planned = sum(s["bytes"] for s in plan["plan"])
+    assert abs(planned - freed) <= 0.1 * freed + 256 * 1024, (planned, freed)  # check mode's bytes are what the run frees
+    assert abs(res["freed_bytes"] - freed) <= 0.1 * freed
+    made_bytes = created["dangling_volume"] + created["build_cache"]
+    assert abs(freed - made_bytes) <= 0.1 * made_bytes + 256 * 1024, (freed, made_bytes)
+    # what stays: every image, every container, the named volume and the anonymous one a container references
+    assert runtime.image_refs() == images and runtime.container_ids() == containers
+    left = {v["Name"] for v in runtime.api.request("VolumeList", "GET", "/volumes")["Volumes"]}
+    assert left == volumes - {made["dangling_volume"]} and {"kept-data", made["anonymous_volume"]} <= left
+    assert not {r["ID"] for r in runtime.api.system_df().get("BuildCache") or []} & {s["id"] for s in cache}
+
+    again = run(ansible, runtime, **args)
+    assert not again.get("failed"), again.get("msg")
+    assert again["changed"] is False and again["plan"] == []

@@ -22,6 +22,7 @@ and /run/kubenode-gc made without touching the machine's. uid 65534 (nobody) pla
 
 import hashlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -33,6 +34,8 @@ import pytest
 from ansible_collections.kubenode.gc.plugins.module_utils.cri import _ledger
 from devtools.images import ImageSpec
 from tests.integration.test_gc_timer import FREEZE_IN_LOCK, install, write_config
+
+pytestmark = pytest.mark.runtimes("one")  # the node lock and the kubelet process are runtime-independent
 
 KUBELET = "kubenode.gc.kubelet_config"
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -260,7 +263,8 @@ def test_squatted_lock_directories_neither_block_gc_nor_admit_a_second_run(in_ns
     denied = ns.run(["mkdir", "/run/kubenode-gc"], nobody=True)
     assert denied.returncode != 0 and "Permission denied" in denied.stderr
     # and a KUBENODE_GC_LOCK_DIR it made first (in /tmp, where anyone may), holding the lock file there too
-    squatted_env = "/tmp/kubenode-gc-squat-%s" % os.path.basename(str(tmp_path))
+    # a name of its own: the test runs for several runtimes at once, in pytest runs whose tmp_path names can be the same
+    squatted_env = "/tmp/kubenode-gc-squat-%d-%s" % (os.getpid(), secrets.token_hex(6))
     assert ns.run(["mkdir", "-m", "0755", squatted_env], nobody=True).returncode == 0
     try:
         env_squat = ns.start(["/usr/bin/python3", "-c", HOLD_LOCK, os.path.join(squatted_env, name)], nobody=True)

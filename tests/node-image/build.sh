@@ -16,6 +16,11 @@
 #   crio            the base image with containerd masked and a crio.service for cri-o 1.37;
 #                   cri-o's binaries are not in the image: run it with ../shared/runtimes
 #                   (or $KUBENODE_GC_CRIO_DIR) mounted read-only at /opt/cri-o/bin
+#   cri-dockerd     the base image with Debian 12's docker.io (dockerd 20.10, from the Debian archive
+#                   the base came from), dockerd's daemon.json (no iptables, no bridge, the OCI
+#                   wrapper runtime of devtools/runc-oom-wrapper as its default runtime), containerd's
+#                   CRI plugin off and a cri-dockerd.service for cri-dockerd 0.4.3, whose binary is
+#                   not in the image either: ../shared/runtimes mounted at /opt/cri-o/bin
 #   all             every one of them
 #
 # `python -m devtools.cli node-image RUNTIME...` sets those directories from devtools.fetch
@@ -27,7 +32,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # the Debian archive the host's own apt sources name (no mirror host is written in this repository)
 MIRROR=${KUBENODE_GC_DEBIAN_MIRROR:-$(cd "$HERE/../.." && /usr/bin/python3 -m devtools.fetch --mirror)}
-RUNTIMES=(containerd-1.6 containerd-1.7 containerd-2.1 crio)
+RUNTIMES=(containerd-1.6 containerd-1.7 containerd-2.1 crio cri-dockerd)
 
 # a tag hashes the code and files that make the image (declare -f: the function's text)
 base_image() { echo "kubenode-gc/node:bookworm-$( (declare -f build_base; cat "$HERE/containerd-config.toml") | sha256sum | cut -c1-12)"; }
@@ -49,6 +54,7 @@ variant_files() {
     containerd-1.7) echo "$HERE/containerd-config.toml" ;;
     containerd-2.1) echo "$HERE/containerd-config-v3.toml" ;;
     crio) echo "$HERE/crio/crio.service $HERE/crio/crio.conf $HERE/crio/00-kubenode-node.conf $HERE/crio/storage.conf $HERE/crio/policy.json" ;;
+    cri-dockerd) echo "$HERE/docker/cri-dockerd.service $HERE/docker/daemon.json $HERE/docker/containerd-no-cri.toml $HERE/../../devtools/runc-oom-wrapper" ;;
   esac
 }
 
@@ -138,6 +144,24 @@ build_variant() {
         rm -f /etc/systemd/system/multi-user.target.wants/containerd.service /etc/containerd/config.toml
         ln -sf /etc/systemd/system/crio.service /etc/systemd/system/multi-user.target.wants/crio.service
         mkdir -p /opt/cri-o/bin /var/lib/containers/storage /var/log/crio/pods'
+      ;;
+    cri-dockerd)
+      mkdir -p "$work/layer/etc/systemd/system" "$work/layer/etc/docker" "$work/layer/etc/containerd" "$work/layer/usr/local/bin"
+      cp "$HERE/docker/cri-dockerd.service" "$work/layer/etc/systemd/system/"
+      cp "$HERE/docker/daemon.json" "$work/layer/etc/docker/"
+      cp "$HERE/docker/containerd-no-cri.toml" "$work/layer/etc/containerd/config.toml"
+      cp "$HERE/../../devtools/runc-oom-wrapper" "$work/layer/usr/local/bin/"
+      # Debian's docker.io from the archive the base image came from (its apt sources)
+      derive "$image" "$work/layer" '
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq >/dev/null
+        apt-get install -y -qq --no-install-recommends docker.io >/dev/null
+        rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
+        cp -a /layer/. /
+        chmod 0644 /etc/systemd/system/cri-dockerd.service /etc/docker/daemon.json /etc/containerd/config.toml
+        chmod 0755 /usr/local/bin/runc-oom-wrapper
+        ln -sf /etc/systemd/system/cri-dockerd.service /etc/systemd/system/multi-user.target.wants/cri-dockerd.service
+        mkdir -p /opt/cri-o/bin /var/lib/docker'
       ;;
   esac
 }

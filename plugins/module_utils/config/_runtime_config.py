@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import json
 import os
 import re
 
@@ -54,8 +55,10 @@ def options(params):
         opts["runtime"] = "containerd" if unit and unit["flags"].get("config") and not crio_options else rc.detect_runtime(params["path"], crio_options)
     else:
         opts["runtime"] = params["runtime"] or daemon["runtime"]
-    if opts["runtime"] == "containerd" and crio_options:
+    if opts["runtime"] in ("containerd", "docker") and crio_options:
         raise ConfigError("%s appl%s only to runtime crio." % (" and ".join(crio_options), "ies" if len(crio_options) == 1 else "y"))
+    if opts["runtime"] == "docker":
+        return docker_options(opts, params, daemon)
     line = daemon or unit_command_line(opts["runtime"])
     opts["command_line"] = line
     flags = line["flags"] if line else {}
@@ -82,9 +85,40 @@ def running_runtime(opts, untrusted=None):
         untrusted += untrusted_findings(ignored, "the runtime listening on %s" % path)
     if runtime is None:
         return None
+    flags = _daemons.runtime_flags(runtime, proc.argv[1:], proc.environ, proc)
+    if runtime == "cri-dockerd":
+        return dict(runtime="docker", pid=proc.pid, what="the running cri-dockerd (pid %d)" % proc.pid, who="the running cri-dockerd (pid %d) runs with"
+                    % proc.pid, flags=flags)
     name = rc.RUNTIME_NAMES[runtime]
     return dict(runtime=runtime, pid=proc.pid, what="the running %s (pid %d)" % (name, proc.pid), who="the running %s (pid %d) runs with" % (
-        name, proc.pid), flags=_daemons.runtime_flags(runtime, proc.argv[1:], proc.environ, proc))
+        name, proc.pid), flags=flags)
+
+
+def docker_options(opts, params, daemon):
+    """runtime docker (cri-dockerd in front of dockerd): read only. The dockerd is the one listening on the socket the
+    running cri-dockerd's ``--docker-endpoint`` names (Docker's default socket when it names none or none runs), else the
+    command line of ``docker.service``; its ``--config-file`` (or /etc/docker/daemon.json) is the file read."""
+    if params["settings"] or params["content"] is not None:
+        raise ConfigError("runtime_config does not edit dockerd's configuration (daemon.json and dockerd's flags are out of its scope); set "
+                          "dockerd's data-root with your own tooling, then runtime_config reports it. Nothing was changed.")
+    endpoint = (daemon or {}).get("flags", {}).get("docker-endpoint") or "unix:///var/run/docker.sock"
+    opts["docker_endpoint"] = endpoint
+    line = None
+    if endpoint.startswith("unix://"):
+        proc = _daemons.dockerd_process(endpoint[len("unix://"):])
+        if proc is not None:
+            line = dict(runtime="docker", pid=proc.pid, what="the running dockerd (pid %d)" % proc.pid,
+                        who="the running dockerd (pid %d) runs with" % proc.pid, flags=_daemons.runtime_flags("dockerd", proc.argv[1:], proc.environ, proc))
+    if line is None:
+        files = _daemons.unit_files("docker.service", _daemons.SYSTEMD_UNIT_DIRS)
+        words, _used = _daemons.unit_command(files, functools.partial(_read_quietly, _config_io))
+        flags = _daemons.runtime_flags("dockerd", words[1:]) if words else {}
+        if flags:
+            line = dict(runtime="docker", pid=None, what="dockerd as its systemd unit starts it (%s)" % files[0],
+                        who="dockerd's systemd unit (%s) starts it with" % files[0], flags=flags)
+    opts["command_line"] = line
+    opts["path"] = params["path"] or (line["flags"].get("config-file") if line else None) or rc.DOCKER_CONFIG_PATH
+    return opts
 
 
 def unit_command_line(runtime):
@@ -263,6 +297,8 @@ def run(files, opts, check_mode=False):
     gives an ``untrusted_path`` warning). A listener on the socket that is not root's gives ``untrusted_daemon_process``.
     """
     runtime = opts["runtime"]
+    if runtime == "docker":
+        return _docker_run(files, opts)
     writing = not check_mode and bool(opts["settings"] or opts["content"] is not None or opts["storage_content"] is not None)
     with files.lock(owned_paths(runtime, opts) if writing else []):  # refuses a path through another user's directory or link
         return _locked_run(files, opts, check_mode, runtime)
@@ -317,6 +353,9 @@ def _run(files, opts, check_mode, runtime, disk, resolved, redact):
         reported, problem = query_runtime(opts, rpc_calls, info)
         findings += [problem] if problem else rc.runtime_findings(runtime, result["current"], changed_keys, *reported)
         findings += rc.status_findings(runtime, result["current"], changed_keys, info, reported[0]["endpoint"] if reported else None)
+        if reported and rc.runtime_of_name(reported[0]["name"]) == "containerd" and rc.major_version(reported[0]["version"]) >= 2:
+            # what containerd 2.x drops from this version 2 file is dropped now, not after an upgrade
+            findings = [dict(f, severity="warning") if f["code"] == rc.DROPPED_CODE else f for f in findings]
 
     writes = []
     for path, text in after.items():
@@ -353,11 +392,38 @@ def _run(files, opts, check_mode, runtime, disk, resolved, redact):
     ), secrets)
 
 
+def _docker_run(files, opts):
+    """runtime docker: dockerd's data root (its ``--data-root``, else its daemon.json's ``data-root``, else the default) as
+    the image filesystem's root, and a finding when the image filesystem cri-dockerd reports is another; nothing is written."""
+    path = opts["path"]
+    text = files.read_text(path)
+    config = {}
+    if text is not None and text.strip():
+        try:
+            config = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError("dockerd's configuration %s is not valid JSON: %s." % (path, exc)) from None
+        if not isinstance(config, dict):
+            raise ConfigError("dockerd's configuration %s is not a JSON object." % path)
+    line = opts.get("command_line")
+    flags = line["flags"] if line else {}
+    root, source = rc.docker_data_root(flags, config)
+    current = dict(data_root=root, data_root_source=source, config_file=path, config_file_exists=text is not None,
+                   docker_endpoint=opts.get("docker_endpoint"))
+    findings, rpc_calls = [], {}
+    if opts["query_runtime"]:
+        reported, problem = query_runtime(opts, rpc_calls)
+        findings += [problem] if problem else rc.docker_findings(current, *reported)
+    return dict(changed=False, runtime="docker", files=[], resolved_path=os.path.realpath(path), resolved_files={}, backup_files={},
+                current=current, changes=[], findings=sort_findings(findings), rpc_calls=rpc_calls,
+                daemon=dict(pid=line["pid"], flags=flags) if line and line["pid"] else None, diff=[])
+
+
 # The module's options (plugins/modules/runtime_config.py documents them); here so that kubenode.gc.node_audit runs it too.
 ARGUMENT_SPEC = dict(
     CRI_COMMON_ARGS,
     **CONFIG_FILE_ARGS,
-    runtime=dict(type="str", choices=["containerd", "crio"]),
+    runtime=dict(type="str", choices=["containerd", "crio", "docker"]),
     storage_path=dict(type="path"),
     dropin_dir=dict(type="path"),
     storage_content=dict(type="str"),

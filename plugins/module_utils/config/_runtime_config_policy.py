@@ -39,7 +39,8 @@ CRIO_PATH = "/etc/crio/crio.conf"
 STORAGE_PATH = "/etc/containers/storage.conf"
 DROPIN_DIR = "/etc/crio/crio.conf.d"
 
-CONTAINERD_KEYS = ("root", "state", "snapshotter", "sandbox_image")
+CONTAINERD_KEYS = ("root", "state", "snapshotter", "sandbox_image", "discard_unpacked_layers")
+BOOL_KEYS = ("discard_unpacked_layers",)
 # containerd 2.x (config version 3) pins every value of [plugins."io.containerd.cri.v1.images".pinned_images] (the
 # image records of that exact name) when it pulls or imports an image and when it starts; the key "sandbox" also names
 # the sandbox image. The pins of settings.pinned_images are the keys with this prefix: "kubenode-gc/<image>" = "<image>".
@@ -54,16 +55,25 @@ _CRI_V1 = ("plugins", "cri")
 _CRI_V2 = ("plugins", "io.containerd.grpc.v1.cri")
 _IMAGES_V3 = ("plugins", "io.containerd.cri.v1.images")
 CONTAINERD_LAYOUT = {
-    1: dict(root=((), "root"), state=((), "state"), snapshotter=(_CRI_V1 + ("containerd",), "snapshotter"), sandbox_image=(_CRI_V1, "sandbox_image")),
-    2: dict(root=((), "root"), state=((), "state"), snapshotter=(_CRI_V2 + ("containerd",), "snapshotter"), sandbox_image=(_CRI_V2, "sandbox_image")),
-    3: dict(root=((), "root"), state=((), "state"), snapshotter=(_IMAGES_V3, "snapshotter"), sandbox_image=(_IMAGES_V3 + ("pinned_images",), "sandbox")),
+    1: dict(root=((), "root"), state=((), "state"), snapshotter=(_CRI_V1 + ("containerd",), "snapshotter"), sandbox_image=(_CRI_V1, "sandbox_image"),
+            discard_unpacked_layers=(_CRI_V1 + ("containerd",), "discard_unpacked_layers")),
+    2: dict(root=((), "root"), state=((), "state"), snapshotter=(_CRI_V2 + ("containerd",), "snapshotter"), sandbox_image=(_CRI_V2, "sandbox_image"),
+            discard_unpacked_layers=(_CRI_V2 + ("containerd",), "discard_unpacked_layers")),
+    3: dict(root=((), "root"), state=((), "state"), snapshotter=(_IMAGES_V3, "snapshotter"), sandbox_image=(_IMAGES_V3 + ("pinned_images",), "sandbox"),
+            discard_unpacked_layers=(_IMAGES_V3, "discard_unpacked_layers")),
 }
+# containerd 2.x reads a version 2 file by migrating it to version 3; its CRI images plugin takes these keys from
+# [plugins."io.containerd.grpc.v1.cri".containerd] only when that table has a runtimes table (2.1.9, 2.2.7 and 2.3.4 alike,
+# plugins/cri/images/plugin.go's migrateConfig returns before them otherwise: containerd config dump shows the default),
+# and keeps what the file itself sets in [plugins."io.containerd.cri.v1.images"]: what 2.x reads from such a file
+MIGRATED_WITH_RUNTIMES = ("snapshotter", "discard_unpacked_layers")
 # containerd 2.3's version 4 moves only the server properties ([grpc], [ttrpc], [debug], [metrics]) into server plugins
 # (its serviceMigrate); root, state and the CRI images plugin are where version 3 has them
 CONTAINERD_LAYOUT[4] = CONTAINERD_LAYOUT[3]
 CONFIG_VERSIONS = tuple(sorted(CONTAINERD_LAYOUT))
 # None: the default depends on the runtime's version
-CONTAINERD_DEFAULTS = dict(root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None)
+CONTAINERD_DEFAULTS = dict(root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None,
+                           discard_unpacked_layers=False)
 
 # CRI-O: storage.conf [storage] keys, the [crio] keys of crio.conf and its drop-ins that override them, and pause_image
 STORAGE_TABLE = ("storage",)
@@ -77,14 +87,50 @@ CRIO_DEFAULTS = dict(graphroot="/var/lib/containers/storage", runroot="/run/cont
 SNAPSHOTTER = re.compile(r"^[a-z0-9_.-]+$")
 
 
-RUNTIME_NAMES = dict(containerd="containerd", crio="cri-o")  # runtime -> the name its CRI Version reports
+RUNTIME_NAMES = dict(containerd="containerd", crio="cri-o", docker="docker")  # runtime -> the name its CRI Version reports
+# dockerd's configuration: read only (runtime_config never edits it)
+DOCKER_CONFIG_PATH = "/etc/docker/daemon.json"
+DOCKER_DATA_ROOT = "/var/lib/docker"
 
 
 def runtime_of_name(name):
-    """containerd or crio from the name a runtime reports over CRI (cri-o is crio, anything else containerd); None when unknown."""
+    """containerd, crio or docker from the name a runtime reports over CRI (cri-o is crio, cri-dockerd's docker is docker,
+    anything else containerd); None when unknown."""
     if not name:
         return None
+    if name.lower() == RUNTIME_NAMES["docker"]:
+        return "docker"
     return "crio" if RUNTIME_NAMES["crio"] in name.lower() else "containerd"
+
+
+def docker_data_root(flags, daemon_json):
+    """(dockerd's data root, where it comes from): its ``--data-root`` flag (``flags``), else ``data-root`` (or the old
+    ``graph``) of its daemon.json (``daemon_json``, parsed), else Docker's default; dockerd refuses to start with both."""
+    if flags.get("data-root"):
+        return flags["data-root"], "command_line"
+    for key in ("data-root", "graph"):
+        if isinstance(daemon_json, dict) and isinstance(daemon_json.get(key), str) and daemon_json[key]:
+            return daemon_json[key], "config_file"
+    return DOCKER_DATA_ROOT, "default"
+
+
+def docker_findings(current, runtime_info, imagefs, realpath=os.path.realpath):
+    """dockerd's data root against the image filesystem cri-dockerd reports to the kubelet (ImageFsInfo: the running
+    dockerd's data root)."""
+    endpoint = runtime_info.get("endpoint")
+    name = (runtime_info.get("name") or "").lower()
+    if name != RUNTIME_NAMES["docker"]:
+        return [finding("info", "runtime_other", "The runtime at %s is %s, not docker; the runtime checks were skipped." % (endpoint, name or "unnamed"))]
+    mounts = [fs["mountpoint"] for fs in imagefs if fs.get("kind") == "image" and fs.get("mountpoint")]
+    root = current.get("data_root")
+    if root and mounts and all(realpath(root) != realpath(m) for m in mounts):
+        return [finding("warning", "data_root_not_imagefs", "dockerd's data root %s (%s) is not the image filesystem %s that cri-dockerd at %s "
+                        "reports to the kubelet; dockerd runs with another data root until it restarts." % (
+                            root, DOCKER_ROOT_SOURCES[current.get("data_root_source")], ", ".join(mounts), endpoint))]
+    return []
+
+
+DOCKER_ROOT_SOURCES = {"command_line": "its --data-root", "config_file": "data-root of its daemon.json", "default": "Docker's default"}
 
 
 def detect_runtime(path, crio_options, exists=os.path.exists, runtime_name=None, strict=True):
@@ -122,7 +168,9 @@ def _blank(value):
 
 
 def same(key, current, wanted):
-    """Whether a file's value already is the wanted one (paths after normpath, overlay2 = overlay)."""
+    """Whether a file's value already is the wanted one (paths after normpath, overlay2 = overlay; a boolean only as a boolean)."""
+    if isinstance(wanted, bool) or key in BOOL_KEYS:
+        return isinstance(current, bool) and current == wanted
     if not isinstance(current, str):
         return False
     if key in PATH_KEYS:
@@ -148,6 +196,11 @@ def check_settings(runtime, settings):
             continue
         if key == PINNED_IMAGES:
             wanted[key] = check_pinned_images(value)
+            continue
+        if key in BOOL_KEYS:
+            if not isinstance(value, bool):
+                raise ConfigError("settings.%s must be true or false, got %r." % (key, value))
+            wanted[key] = value
             continue
         if not isinstance(value, str):
             raise ConfigError("settings.%s must be a string, got %r." % (key, value))
@@ -422,6 +475,61 @@ def _pin_edits(data, path, version, pins):
     return edits + [(table, k, None) for k in sorted(ours) if k not in wanted]
 
 
+def _migrated(data):
+    """Whether containerd 2.x takes MIGRATED_WITH_RUNTIMES from a version 2 file's CRI table: only when it has a runtimes table."""
+    return isinstance(lookup(data, _CRI_V2 + ("containerd",), "runtimes"), dict)
+
+
+# the settings that kubenode.gc writes, in a version 2 file, also where containerd 2.x reads them when it would drop them
+WRITTEN_FOR_CONTAINERD_2 = ("discard_unpacked_layers",)
+
+
+def _for_containerd_2(data, version, wanted):
+    """The edits that also put the settings of WRITTEN_FOR_CONTAINERD_2 where containerd 2.x reads them from a version 2 file
+    (or a new one) whose CRI table has no runtimes table: [plugins."io.containerd.cri.v1.images"], which containerd 1.x
+    does not read (its config dump and its start accept the table)."""
+    if version not in (None, 2) or _migrated(data):
+        return []
+    return [(_IMAGES_V3, k, wanted[k]) for k in WRITTEN_FOR_CONTAINERD_2 if k in wanted and not same(k, lookup(data, _IMAGES_V3, k), wanted[k])]
+
+
+def dropped_by_containerd_2(path, data, version):
+    """A dropped_by_containerd_2 finding (severity info; the run makes it a warning when containerd 2.x runs) per setting of
+    MIGRATED_WITH_RUNTIMES that a version 2 file sets in its CRI table, without a runtimes table there, to another value
+    than containerd 2.x then uses ([plugins."io.containerd.cri.v1.images"]'s, else its default): 2.x drops it when it
+    migrates the file."""
+    if version != 2 or _migrated(data):
+        return []
+    out = []
+    for key in MIGRATED_WITH_RUNTIMES:
+        table, name = CONTAINERD_LAYOUT[2][key]
+        value = lookup(data, table, name)
+        images = lookup(data, _IMAGES_V3, name)
+        uses = CONTAINERD_DEFAULTS[key] if _blank(images) is None else images
+        if _blank(value) is None or same(key, uses, value):
+            continue  # not set there, or 2.x uses the same value anyway (its default, or what the images table says)
+        out.append(finding("info", DROPPED_CODE, "%s sets %s = %s in %s, which has no runtimes table, so containerd 2.x drops it when it migrates "
+                           "this version 2 file and uses %s; set it in %s too, or migrate the file to version 3 (containerd config migrate)."
+                           % (path, name, _shown(value), _toml_table(table), _shown(uses), _toml_table(_IMAGES_V3))))
+    return out
+
+
+DROPPED_CODE = "dropped_by_containerd_2"
+
+
+def major_version(version):
+    """The major version of a runtime's version string ("1.7.24~ds1", "v2.3.4"), 0 when it has none."""
+    match = re.match(r"^v?(\d+)\.", str(version or ""))
+    return int(match.group(1)) if match else 0
+
+
+def _shown(value):
+    """A setting's value in a message: booleans as TOML writes them, strings quoted."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
 def fixed_by_command_line(wanted, command_line):
     """The settings of ``wanted`` (checked settings) that the runtime's command line sets to another value."""
     return [k for k in wanted if command_line and command_line.get(k) and not same(k, command_line[k], wanted[k])]
@@ -452,6 +560,7 @@ def plan_containerd(text, path, settings, imports=(), command_line=None):
     layout = CONTAINERD_LAYOUT[version or 2]
     pins = wanted.pop(PINNED_IMAGES, None)
     edits = [layout[k] + (v,) for k, v in wanted.items() if not same(k, lookup(data, *layout[k]), v)]
+    edits += _for_containerd_2(data, version, wanted)
     if pins is not None:
         edits += _pin_edits(data, path, version, pins)
     after = None
@@ -475,6 +584,7 @@ def plan_containerd(text, path, settings, imports=(), command_line=None):
             )
         )
     findings += [finding("warning", "import_overrides", message + ".") for key, message in import_overrides(path, data, imports, version, wanted)]
+    findings += dropped_by_containerd_2(path, data, version)
     winners = containerd_winners([(path, data)] + list(imports), version)
     placeholders = [(k, v) for k, (v, source) in winners.items() if isinstance(v, str) and unexpanded(v)]
     if placeholders:
@@ -692,6 +802,10 @@ def status_reported(runtime, info):
     state_dir = config.get("stateDir")
     if isinstance(state_dir, str) and os.path.basename(state_dir).startswith("io.containerd."):
         reported["state"] = os.path.dirname(state_dir)
+    # containerd 1.x's CRI plugin config (2.x's CRI status holds its runtime config only, not the images plugin's)
+    cri = config.get("containerd") if isinstance(config.get("containerd"), dict) else {}
+    if isinstance(cri.get("discardUnpackedLayers"), bool):
+        reported["discard_unpacked_layers"] = cri["discardUnpackedLayers"]
     return reported
 
 
@@ -715,6 +829,13 @@ def status_findings(runtime, current, changed, info, endpoint):
     than the files and its command line give (an imagestore against none, either way)."""
     out = []
     for key, value in status_reported(runtime, info).items():
+        if key in BOOL_KEYS:
+            given = current.get(key)
+            if isinstance(given, bool) and given != value:
+                later = " (a restart applies the new value)" if key in changed else ""
+                out.append(finding("warning", "daemon_differs_from_files", "The runtime at %s reports %s %s in %s, but its files give %s%s."
+                                   % (endpoint, key, _shown(value), STATUS_SOURCE[runtime], _shown(given), later)))
+            continue
         given = current.get(key) or ("" if key == "imagestore" else None)
         if given is not None and (given or value) and not same(key, given, value):
             later = " (a restart applies the new value)" if key in changed else ""

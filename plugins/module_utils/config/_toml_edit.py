@@ -166,7 +166,9 @@ def _kv_indent(body, default=""):
 
 
 def _new_item(value, literal, like=None):
-    if isinstance(value, int):
+    if isinstance(value, bool):
+        item = tomlkit.boolean("true" if value else "false")
+    elif isinstance(value, int):
         item = tomlkit.integer(value)
     else:
         if isinstance(like, String):
@@ -428,7 +430,7 @@ def set_values(text, path, edits, literal=False):
         data = tomlkit.parse(text).unwrap()
         if tomllib is not None:
             tomllib.loads(text)
-        bad = [".".join(t + (k,)) for t, k, v in edits if lookup(data, t, k) != v]
+        bad = [".".join(t + (k,)) for t, k, v in edits if lookup(data, t, k) != v or type(lookup(data, t, k)) is not type(v)]
     except (TOMLKitError, ValueError) as exc:
         bad = [str(exc)]
     if bad:

@@ -180,6 +180,13 @@ class ContainerdClient:
         request.update_mask.paths.extend("labels." + label for label in labels)
         self._call("content", "Update", namespace, request)
 
+    def remove_content_labels_async(self, namespace, digest, labels):
+        """Start removing some labels of a blob (one content.Update whose mask names ``labels.<label>`` for each, with no
+        value), leaving its other labels alone; ``result()`` raises ContainerdError (``NOT_FOUND``: no such blob)."""
+        request = content_pb.UpdateRequest(info=content_pb.Info(digest=digest))
+        request.update_mask.paths.extend("labels." + label for label in labels)
+        return self._future("content", "Update", namespace, request)
+
     def delete_content(self, namespace, digest):
         self._call("content", "Delete", namespace, content_pb.DeleteContentRequest(digest=digest))
 

@@ -14,34 +14,18 @@ gives the whole configuration the running cri-o uses, as TOML (root, runroot, st
 from __future__ import annotations
 
 import http.client
-import socket
 
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
+from ansible_collections.kubenode.gc.plugins.module_utils._unix_http import UnixHTTPConnection
 
 
 class CrioApiError(KubenodeGcError):
     """cri-o's HTTP API did not answer."""
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path, timeout):
-        super().__init__("localhost", timeout=timeout)
-        self.socket_path = path
-
-    def connect(self):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.socket_path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
-
-
 def get(socket_path, path, timeout=10.0):
     """The body of ``GET path`` on cri-o's socket, as text; raises CrioApiError when it does not answer 200."""
-    conn = _UnixConnection(socket_path, timeout)
+    conn = UnixHTTPConnection(socket_path, timeout)
     try:
         conn.request("GET", path)
         resp = conn.getresponse()

@@ -43,6 +43,9 @@ def runtime_kind(name, version):
         return "containerd", None
     if lname in ("cri-o", "crio"):
         return "crio", None
+    if lname == "docker":
+        return None, ("Docker Engine %s (through cri-dockerd) cannot pin images: cri-dockerd reports only its sandbox image pinned and has "
+                      "no setting for others; nothing was changed." % version)
     return None, "%s %s cannot be pinned by kubenode.gc: only containerd 1.7.3+ and cri-o are supported; nothing was changed." % (name, version)
 
 

@@ -169,12 +169,10 @@ def lock_directory(directory):
         if exc.errno == errno.ELOOP:
             raise LedgerError("Not using %s for the node lock: it is a symbolic link; kubenode.gc does not follow links for its lock." % directory)
         raise LedgerError("Cannot open the node lock directory %s: %s." % (directory, exc.strerror or exc))
-    st = os.fstat(fd)
-    if st.st_mode & 0o022:
+    why = _files.problem(os.fstat(fd))  # sticky or not
+    if why:
         os.close(fd)
-        raise LedgerError("Not using %s for the node lock: it is writable by %s (mode %04o), so another user could remove or recreate the lock."
-                          % (directory, "group and others" if st.st_mode & 0o022 == 0o022 else "its group" if st.st_mode & 0o020 else "others",
-                             stat.S_IMODE(st.st_mode)))
+        raise LedgerError("Not using %s for the node lock: it is %s, so another user could remove or recreate the lock." % (directory, why))
     return fd
 
 

@@ -230,14 +230,25 @@ def split_imagefs(filesystems):
     return bool(devices.get("container")) and devices.get("container") != devices.get("image")
 
 
+# Docker's placeholders for an image without a tag or a digest (an untagged image of a build), which cri-dockerd passes on
+NO_NAME = ("<none>:<none>", "<none>@<none>")
+
+
+def full_names(names):
+    """An image's tags or digests in their full form, as containerd and cri-o list them (docker.io/library/busybox:1.36):
+    Docker lists docker.io's images by their short names (busybox:1.36), and a fleet report groups one image under one
+    name whatever the runtime. Docker's placeholders for no name are no names."""
+    return list(dict.fromkeys(normalize_image_ref(n) for n in names if n and n not in NO_NAME))
+
+
 def read_images(client):
     images = []
     for img in client.list_images():
         images.append(
             {
                 "id": img.id,
-                "repo_tags": list(img.repo_tags),
-                "repo_digests": list(img.repo_digests),
+                "repo_tags": full_names(img.repo_tags),
+                "repo_digests": full_names(img.repo_digests),
                 "size": int(img.size),
                 "pinned": bool(img.pinned),
             }

@@ -344,6 +344,10 @@ def _run(client, opts, check_mode, now):
         remaining = [c for c in containers if c["id"] not in gone]
     else:
         index, pending = LogIndex(), {}
+        # the log directories are listed before the removals, as check mode lists them: a runtime that deletes a
+        # container's log path with it (cri-dockerd, its link to Docker's json-file log) leaves the same paths to report
+        for c in to_remove:
+            container_logs(c, opts, index)
         outage = _remove_containers(client, to_remove, opts, result, index, pending)
         remaining = containers
         if outage is not None:
@@ -594,6 +598,10 @@ def _unlink_below(root, parts, names, result, owner):
             try:
                 os.unlink(name, dir_fd=fd)
             except FileNotFoundError:
+                if owner:
+                    # listed before the container's removal, gone after it: it went with its container (cri-dockerd's
+                    # RemoveContainer deletes the CRI log path, its link to Docker's json-file log, itself)
+                    result["removed_log_paths"].append(path)
                 continue
             except OSError as exc:
                 what = "Removed container %s but not its log %s" % (owner, path) if owner else "Cannot remove %s" % path

@@ -25,6 +25,8 @@ from ansible_collections.kubenode.gc.plugins.module_utils.cri import _ledger
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import LOST_ANSWER_CODES, CriError, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_pin_policy import parse_version
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import check_keep_patterns, keep_matcher, patterns_matching
+from ansible_collections.kubenode.gc.plugins.module_utils.docker import _engine as docker_engine
+from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DockerApiError
 from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import (
     IMAGE_GC_HIGH_THRESHOLD_PERCENT,
@@ -55,10 +57,12 @@ RESULT_KEYS = ("removed", "kept", "usage_before", "usage_after", "bytes_to_free"
 LISTED_RULES = {"sandbox": "the runtime's sandbox image", "pinned": "pinned by the runtime", "keep_list": "kept by keep_images"}
 
 # containerd release lines whose CRI image cache follows image records deleted through containerd's images API (the CRI
-# subscribes to containerd's image events): proven on each by tests/integration/test_image_gc_native.py. There the
-# pipelined passes (max_age, prune) delete the records without a garbage collection and then collect once, instead of
-# one synchronous collection per RemoveImage. Other versions, other runtimes (cri-o) and smaller passes use the CRI.
-NATIVE_LINES = ((1, 6), (1, 7), (2, None))
+# subscribes to containerd's image events): proven on each, with images pulled through the CRI, by
+# tests/integration/test_image_gc_native.py. There the pipelined passes (max_age, prune) delete the records without a
+# garbage collection and then collect once, instead of one synchronous collection per RemoveImage. Only the lines the
+# test command runs are listed (not 2.0, not a future 2.4): other versions, other runtimes (cri-o) and smaller passes
+# use the CRI.
+NATIVE_LINES = ((1, 6), (1, 7), (2, 1), (2, 2), (2, 3))
 # below this many images a pass gains nothing: the CRI's collections, shared by the calls in flight, cost no more than
 # the one collection and the wait for the CRI's image cache
 NATIVE_MIN_IMAGES = 32
@@ -211,6 +215,23 @@ def run(client, opts, check_mode=False, now=None, statvfs=statvfs_usage):
     return result
 
 
+def docker_users(client, mountpoint, containers, sandboxes):
+    """On cri-dockerd: (the Docker Engine's client, the containers it runs that the CRI does not list, as container
+    records). An image such a container uses is in use, as one a pod uses; without the engine no image can be judged
+    unused, so the run fails before anything is removed."""
+    try:
+        engine, _info = docker_engine.connect(client.path, mountpoint, timeout=client.timeout, api_calls=client.rpc_calls)
+    except DockerApiError as exc:
+        raise GcError("image_gc cannot see the containers Docker runs outside Kubernetes, which may use images the CRI lists as "
+                      "unused, so it removes nothing: %s" % str(exc).rstrip(".") + ".") from None
+    try:
+        cri_ids = {c["id"] for c in containers} | {s["id"] for s in sandboxes}
+        return engine, docker_engine.outside_containers(engine, cri_ids)
+    except DockerApiError as exc:
+        engine.close()
+        raise GcError("image_gc cannot list the containers Docker runs outside Kubernetes, so it removes nothing: %s" % str(exc).rstrip(".") + ".") from None
+
+
 def observe(client, opts, now=None):
     """Record what the node runs in the ledger and remove nothing (kubenode.gc.gc_timer's observe-only mode): under the node
     lock, read the node and update the records as a run does (first_detected, last_used), then save the ledger. Returns
@@ -222,6 +243,8 @@ def observe(client, opts, now=None):
     warnings = []
     with _ledger.NodeLock(_ledger.node_lock_path(client.endpoint), opts["lock_timeout"], warnings=warnings):
         state = _State(client, opts, now, writing=True)
+        if state.engine is not None:
+            state.engine.close()
         state.ledger["images"] = state.records
         _ledger.save(state.ledger_path, state.ledger)
     planned = new_result(state.plan, True)
@@ -242,6 +265,16 @@ class _State:
         fs = image_filesystem(node["imagefs"])
         if fs is None:
             raise GcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint)
+        # cri-dockerd: the engine's containers the CRI does not list use images too (docker run, compose, CI jobs)
+        self.engine = None
+        if docker_engine.is_docker(node["runtime"]["name"]):
+            self.engine, outside = docker_users(client, fs["mountpoint"], node["containers"], node["sandboxes"])
+            if outside:
+                node["containers"] = node["containers"] + outside
+                users = image_users(node["images"], node["containers"])
+                for img in node["images"]:
+                    img["used_by"] = users.get(img["id"], [])
+                    img["in_use"] = bool(img["used_by"])
         self.mountpoint, self.capacity, self.available = fs["mountpoint"], fs["capacity_bytes"] or 0, fs["available_bytes"] or 0
         self.inodes_total, self.inodes_free = fs.get("inodes_total") or 0, fs.get("inodes_free") or 0
         self.free_time = now if now is not None else time.time_ns()
@@ -282,6 +315,14 @@ def _assume_gone(images, gone):
 
 def _run(client, opts, check_mode, now, statvfs):
     state = _State(client, opts, now, writing=not check_mode)
+    try:
+        return _run_state(client, opts, check_mode, statvfs, state)
+    finally:
+        if state.engine is not None:
+            state.engine.close()
+
+
+def _run_state(client, opts, check_mode, statvfs, state):
     plan = state.plan
     result = new_result(plan, check_mode, opts["mode"])
     result["ledger"]["path"] = state.ledger_path
@@ -363,8 +404,11 @@ def new_result(plan, check_mode, mode=None):
 
 
 def _container_entry(container):
+    """A container using an image, as listed_kept names it: its pod, its name, its state; ``outside_kubernetes`` for a
+    container the CRI does not list (cri-dockerd's engine runs it for someone else: no pod, its Docker name)."""
     return {"pod_namespace": container["pod_namespace"], "pod_name": container["pod_name"], "container": container["name"],
-            "state": container["state"], "running": container["state"] == "running"}
+            "state": container["state"], "running": container["state"] == "running",
+            "outside_kubernetes": bool(container.get("outside_kubernetes"))}
 
 
 def _report_listed(result, state, opts):
@@ -406,7 +450,7 @@ def _predict(result, state, opts):
 def _remove(result, state, opts, client, statvfs):
     """The removals: age pass, then prune or the threshold pass; then what was freed, what was kept, the ledger."""
     plan, capacity = state.plan, state.capacity
-    executor = _Executor(client, opts, result, getattr(state, "image_mounts", None), getattr(state, "native", False))
+    executor = _Executor(client, opts, result, getattr(state, "image_mounts", None), getattr(state, "native", False), getattr(state, "engine", None))
     executor.remove(plan.age, "age")
     if executor.stopped:
         pass
@@ -447,6 +491,7 @@ def _remove(result, state, opts, client, statvfs):
     # removals whose answer was lost: sorted by a list of images read once the runtime answers again (after an outage,
     # a bounded wait for a restart)
     executor.confirm(RUNTIME_BACK_WAIT if executor.stopped else 0)
+    executor.confirm_removed()
     if executor.stopped:
         # the runtime failed mid-run (it went away, or the container re-list failed): no further call, the partial result
         more = " (%d more unconfirmed)" % len(result["unconfirmed"]) if result["unconfirmed"] else ""
@@ -572,8 +617,11 @@ def _entry(img, reason):
 class _Executor:
     """Removes images through a pipeline of concurrent calls, re-listing containers before each batch of calls."""
 
-    def __init__(self, client, opts, result, image_mounts=None, native=False):
+    def __init__(self, client, opts, result, image_mounts=None, native=False, engine=None):
         self.client = client
+        self.engine = engine  # cri-dockerd's Docker Engine: its containers are listed with the CRI's before each batch
+        self.via_cri = []  # images whose RemoveImage answered success: confirmed from the image list at the end
+        self.listed_after = None  # the image ids a list read after the last removal holds
         self.native = native  # containerd whose CRI follows its images API: the pipelined passes remove through it
         self.image_mounts = image_mounts  # {container id: mounted image refs} already read, or None: no image volumes
         self.parallelism = max(1, opts["parallelism"])
@@ -591,6 +639,12 @@ class _Executor:
         if self.image_mounts is not None:
             # mounts are fixed at creation: only containers created since the last look need a ContainerStatus
             read_image_mounts(self.client, containers, self.image_mounts)
+        if self.engine is not None:
+            # every container of the engine, those outside Kubernetes among them (the CRI's own are listed twice: harmless)
+            try:
+                containers += docker_engine.outside_containers(self.engine, set())
+            except DockerApiError as exc:
+                raise CriError(str(exc)) from None
         users = image_users(batch, containers)
         keep = [i for i in batch if i["id"] not in users]
         self.raced.extend(i for i in batch if i["id"] in users)
@@ -616,6 +670,7 @@ class _Executor:
         if listed is None:
             return
         there = {i["id"] for i in listed}
+        self.listed_after = there  # read after every removal: it confirms the others too (confirm_removed)
         for image_id, (img, reason, exc) in self.pending.items():
             self.result["unconfirmed"].remove(image_id)
             if image_id not in there:
@@ -630,14 +685,45 @@ class _Executor:
         return img, self.client.call_async("RemoveImage", image={"image": img["id"]})
 
     def _collect(self, img, fut, reason):
-        """Wait for one RemoveImage; True when it removed the image."""
+        """Wait for one RemoveImage; True when it answered success (confirm_removed() then checks the image list)."""
         try:
             fut.result()
         except CriError as exc:
+            user = docker_engine.conflict_container(str(exc)) if self.engine is not None else None
+            if user:
+                # Docker refused: a container it started since the last list uses the image (it may have untagged it first)
+                self.raced.append(img)
+                self.result["warnings"].append("Docker refused to remove image %s: container %s uses it (it came into use during the run); "
+                                               "Docker may have removed some of its tags before refusing." % (_describe(img), user))
+                return False
             self._failed(img, reason, exc)
             return False
         self._removed(img, reason)
+        self.via_cri.append(img["id"])
         return True
+
+    def confirm_removed(self):
+        """A removal is confirmed from the image list, never from RemoveImage's answer alone (cri-dockerd answers success
+        for a name it removes nothing of): one ListImages after the removals; an image RemoveImage answered for that is
+        still listed is not removed but a failed removal."""
+        if not self.via_cri or self.stopped:
+            return
+        listed = self.listed_after
+        if listed is None:
+            try:
+                listed = {i["id"] for i in read_images(self.client)}
+            except CriError as exc:
+                self.result["errors"].append({"id": "", "msg": str(exc)})
+                self.stopped = exc
+                return
+        still = set(self.via_cri) & listed
+        if not still:
+            return
+        for entry in [r for r in self.result["removed"] if r["id"] in still]:
+            self.result["removed"].remove(entry)
+            self.freed_by_reason[entry["reason"]] -= entry["size"]
+            msg = "The runtime answered RemoveImage of %s with success but still lists the image." % entry["id"]
+            self.result["errors"].append({"id": entry["id"], "msg": msg})
 
     def _removed(self, img, reason):
         self.result["removed"].append(_entry(img, reason))

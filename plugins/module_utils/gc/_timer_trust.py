@@ -7,14 +7,16 @@
 
 """What root executes is root's: the kubenode.gc.gc_timer role's check, before it writes anything, that everything its
 service would run as root is owned by root and writable by root alone, and so is every directory above it (I/O, no
-Ansible). The role packs this file and _errors into a zip application on the controller and runs it on the node with
-the interpreter Ansible runs its modules with (never with ``gc_timer_python``, which is what is being checked): main().
+Ansible). The role packs this file, _files and _errors into a zip application on the controller and runs it on the node
+with the interpreter Ansible runs its modules with (never with ``gc_timer_python``, which is what is being checked):
+main().
 
 Checked: ``gc_timer_python`` (each link on the way, its target, a venv's ``pyvenv.cfg`` and the ``home`` it names), the
 directories of the interpreter's ``sys.path`` and its site directories (with their ``.pth`` files and the directories
 they add), the runner's code (the runner and its copy of module_utils) and its configuration. Each path is walked from
-``/`` one component at a time, like systemd's ``chase()``: a symbolic link is looked at, then followed, so its target's
-directories are checked too; a component that does not exist yet ends the walk (root will create it).
+``/`` one component at a time by ``_files.chase`` with ``strict`` (the rule is ``_files.problem``, without the sticky
+exception): a symbolic link is looked at, then followed, so its target's directories are checked too; a component that
+does not exist yet ends the walk (root will create it).
 
 The interpreter is run only after its own files passed, with ``-I -S`` (no site directory, no ``.pth`` file, no
 environment variable, no user directory) to learn its ``sys.path`` and site directories (a venv's: those of the prefix
@@ -24,19 +26,19 @@ and their ``.pth`` files passed, with ``-I`` (as the service runs it) to learn t
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-import pwd
 import stat
 import subprocess
 import sys
 
+from ansible_collections.kubenode.gc.plugins.module_utils import _files
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 
 # what the service's sandbox hides from it (ProtectHome=yes, PrivateTmp=yes): the role refuses an interpreter or a path
 # the service writes there
 HIDDEN = ("/home", "/root", "/run/user", "/tmp", "/var/tmp")
-MAX_LINKS = 40  # as the kernel and chase()
 QUERY_TIMEOUT = 60
 # the site directories of the prefixes given (a venv's first, made sys.prefix as site.venv() makes it), else of the
 # interpreter's own; never site.venv() or site.main(), which read the .pth files
@@ -50,34 +52,8 @@ def _read_lines(path):
         return f.read().splitlines()
 
 
-# the file system, as module attributes so that the unit tests can give a made-up tree
-lstat = os.lstat
-readlink = os.readlink
-listdir = os.listdir
-read_lines = _read_lines
-
-
 class UntrustedError(KubenodeGcError):
     """Something the service would run is not root's alone; str() is one sentence naming it and its owner."""
-
-
-def _owner(uid):
-    try:
-        return "uid %d (%s)" % (uid, pwd.getpwuid(uid).pw_name)
-    except KeyError:
-        return "uid %d" % uid
-
-
-def problem(st):
-    """Why a file, directory or link with this lstat is not root's alone, or None when it is."""
-    if st.st_uid != 0:
-        return "owned by %s" % _owner(st.st_uid)
-    if stat.S_ISLNK(st.st_mode):
-        return None  # a link's own mode is always 0777 and never used
-    writers = " and ".join(w for w, bit in (("its group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if st.st_mode & bit)
-    if writers:
-        return "writable by %s (mode %04o, owner root)" % (writers, stat.S_IMODE(st.st_mode))
-    return None
 
 
 def _refuse(label, path, component, why):
@@ -87,55 +63,37 @@ def _refuse(label, path, component, why):
 
 
 def walk(path, label):
-    """The path ``path`` resolves to, walked from / one component at a time (links followed after they are looked at);
-    None when a component does not exist yet. UntrustedError names the first component that is not root's alone."""
-    pending = [p for p in path.split("/") if p not in ("", ".")]
-    current, links = "/", 0
-    why = problem(lstat("/"))
-    if why:
-        raise _refuse(label, path, "/", why)
-    while pending:
-        name = pending.pop(0)
-        if name == "..":
-            current = os.path.dirname(current)
-            continue
-        nxt = os.path.join(current, name)
-        try:
-            st = lstat(nxt)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        why = problem(st)
-        if why:
-            raise _refuse(label, path, nxt, why)
-        if stat.S_ISLNK(st.st_mode):
-            links += 1
-            if links > MAX_LINKS:
-                raise UntrustedError("%s goes through more than %d symbolic links." % (label, MAX_LINKS))
-            target = readlink(nxt)
-            pending = [p for p in target.split("/") if p not in ("", ".")] + pending
-            if target.startswith("/"):
-                current = "/"
-        else:
-            current = nxt
-    return current
+    """The path ``path`` resolves to (_files.chase, strict: links followed after they are looked at); None when a
+    component does not exist yet. UntrustedError names the first component that is not root's alone."""
+    try:
+        with _files.chase(path, write=True, strict=True) as found:  # write: refused at the first unsafe transition
+            return None if found.st is None else found.path
+    except _files.UnsafePathError as exc:
+        raise _refuse(label, path, exc.unsafe.component, exc.unsafe.why)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UntrustedError("%s goes through more than %d symbolic links." % (label, _files.MAX_LINKS))
+        raise
+
+
+def _raise(exc):
+    raise exc
 
 
 def walk_tree(top, label):
-    """walk() ``top``, then every file, directory and link below it (links not followed: each is looked at as itself)."""
+    """walk() ``top``, then every file, directory and link below it (links not followed: each is looked at as itself),
+    each looked up in the directory opened before it (os.fwalk)."""
     real = walk(top, label)
-    if real is None or not stat.S_ISDIR(lstat(real).st_mode):
+    if real is None or not stat.S_ISDIR(os.lstat(real).st_mode):
         return real
-    todo = [real]
-    while todo:
-        directory = todo.pop()
-        for name in sorted(listdir(directory)):
-            path = os.path.join(directory, name)
-            st = lstat(path)
-            why = problem(st)
+    for directory, dirs, files, dir_fd in os.fwalk(real, onerror=_raise):
+        dirs.sort()  # the order it goes down in
+        for name in sorted(dirs + files):
+            why = _files.problem(os.stat(name, dir_fd=dir_fd, follow_symlinks=False))
             if why:
-                raise UntrustedError("%s holds %s, which is %s: %s." % (label, path, why, WHY))
-            if stat.S_ISDIR(st.st_mode):
-                todo.append(path)
+                raise UntrustedError("%s holds %s, which is %s: %s." % (label, os.path.join(directory, name), why, WHY))
     return real
 
 
@@ -153,7 +111,7 @@ def _venv(python, label):
         if real is None:
             continue
         values = {}
-        for line in read_lines(real):
+        for line in _read_lines(real):
             key, sep, value = line.partition("=")
             if sep:
                 values[key.strip().lower()] = value.strip()
@@ -167,7 +125,7 @@ def _prefix_libs(executable):
     out = []
     for lib in ("lib", "lib64"):
         try:
-            names = listdir(os.path.join(prefix, lib))
+            names = os.listdir(os.path.join(prefix, lib))
         except OSError:
             continue
         out += [os.path.join(prefix, lib, n) for n in sorted(names) if n.startswith("python3")]
@@ -192,7 +150,7 @@ def _query(python, isolated_site, run, prefixes=()):
 def _pth_dirs(site, label):
     """Check the .pth files of a site directory (site runs them at startup) and return the directories they add."""
     try:
-        names = sorted(n for n in listdir(site) if n.endswith(".pth"))
+        names = sorted(n for n in os.listdir(site) if n.endswith(".pth"))
     except OSError:
         return []
     out = []
@@ -200,7 +158,7 @@ def _pth_dirs(site, label):
         real = walk(os.path.join(site, name), "%s's %s" % (label, os.path.join(site, name)))
         if real is None:
             continue
-        for line in read_lines(real):
+        for line in _read_lines(real):
             line = line.rstrip()
             if line and not line.startswith(("#", "import ", "import\t")):
                 out.append(os.path.join(site, line))

@@ -38,7 +38,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils.gc import _container_g
 from ansible_collections.kubenode.gc.plugins.module_utils.node._audit_summary import summarise
 from ansible_collections.kubenode.gc.plugins.module_utils.storage import _disk_usage
 
-RUNTIMES = ("containerd", "crio")
+RUNTIMES = ("containerd", "crio", "docker")
 IMAGE_GC_SPEC = dict(CRI_COMMON_ARGS, **_image_gc.OWN_ARGUMENT_SPEC)
 CONTAINER_GC_SPEC = dict(CRI_COMMON_ARGS, **_container_gc.OWN_ARGUMENT_SPEC)
 DEFAULT_TIMER_UNIT = "/etc/systemd/system/kubenode-gc.timer"
@@ -112,7 +112,7 @@ def options(params):
     runtimes = params.get("runtime_config") or {}
     unknown = sorted(set(runtimes) - set(RUNTIMES))
     if unknown:
-        raise OptionError("runtime_config has options for %s; its keys are containerd and crio." % unknown[0])
+        raise OptionError("runtime_config has options for %s; its keys are containerd, crio and docker." % unknown[0])
     runtime_parts = {}
     for kind in RUNTIMES:
         if not isinstance(runtimes.get(kind) or {}, dict):

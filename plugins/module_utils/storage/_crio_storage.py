@@ -84,10 +84,17 @@ def _chain(layers, top):
     return seen
 
 
+# containers/storage keeps a pulled layer unpacked only (its diff, and the tar-split that rebuilds its tar stream), never
+# the compressed blob the registry served: cri-o has no second copy of an image to free
+def no_compressed_layers():
+    """cri-o's unpacked_layer_blobs: nothing."""
+    return {"bytes": 0, "objects": []}
+
+
 def attribute(storage, used_bytes, writable, logs):
     """The categories cri-o lets the module see: k8s_images (layers, uncompressed ``diff-size``, plus each image's own
     data such as manifest and config), writable_layers (the CRI's), container_logs, unreferenced_snapshots (layers
-    no image or container reaches) and unaccounted; the others are None."""
+    no image or container reaches) and unaccounted; unpacked_layer_blobs is 0 (no_compressed_layers); the others are None."""
     layers = storage["layers"]
     claimed = set()
     images = []
@@ -109,6 +116,8 @@ def attribute(storage, used_bytes, writable, logs):
     for name in _storage_policy.CATEGORIES:
         if name in cats:
             result[name] = _storage_policy.summarise(cats[name])
+        elif name == "unpacked_layer_blobs":
+            result[name] = no_compressed_layers()
         else:
             result[name] = None
     result["unaccounted"] = {"bytes": used_bytes - sum(c["bytes"] for c in result.values() if c), "objects": []}

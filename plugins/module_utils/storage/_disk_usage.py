@@ -29,7 +29,9 @@ from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _inv
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import ContainerdClient
 from ansible_collections.kubenode.gc.plugins.module_utils.cri import _snapshot
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri_backend import cri_options
-from ansible_collections.kubenode.gc.plugins.module_utils.storage import _crio_storage, _storage_policy
+from ansible_collections.kubenode.gc.plugins.module_utils.docker import _engine as docker_engine
+from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DockerApiError
+from ansible_collections.kubenode.gc.plugins.module_utils.storage import _crio_storage, _docker_storage, _layer_blobs, _storage_policy
 
 # what disk_usage cannot see on cri-o (containers/storage has no namespaces, ingests or leases)
 CRIO_NOT_VISIBLE = ("other_namespace_images", "stale_ingests", "leased")
@@ -219,6 +221,69 @@ def writable_layers(pending):
     return out
 
 
+def docker_logs(walker, data_root, containers):
+    """{container id: bytes of its log files in the data root} (Docker's json-file logs, ``containers/<id>/<id>-json.log``
+    and its rotated copies; the ``local`` driver's ``containers/<id>/local-logs/``): one directory listing per container,
+    counted in the walker's limit."""
+    out = {}
+    for cid in containers:
+        if not cid or "/" in cid or cid.startswith("."):
+            continue
+        top = os.path.join(data_root, "containers", cid)
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            continue
+        total = 0
+        for entry in entries:
+            if walker.left <= 0:
+                if top not in walker.stopped:
+                    walker.stopped.append(top)
+                break
+            walker.left -= 1
+            try:
+                if entry.name.startswith(cid + "-json.log") and entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_blocks * 512
+                elif entry.name == "local-logs" and entry.is_dir(follow_symlinks=False):
+                    total += walker.size(entry.path)[0]
+            except OSError:
+                continue
+        out[cid] = total
+    return out
+
+
+def _run_docker(client, opts, result, imagefs, used):
+    """disk_usage on cri-dockerd: the data root's categories from the Docker Engine's ``GET /system/df`` (the engine behind
+    the CRI socket, see docker/_engine) and the containers' log files."""
+    engine, info = docker_engine.connect_for(client, imagefs["mountpoint"], "disk_usage", result)
+    try:
+        df = engine.system_df()
+    except DockerApiError as exc:
+        raise KubenodeGcError(str(exc), result=result) from None
+    finally:
+        engine.close()
+    walker = Walker(opts["walk_limit"])
+    root = info.get("DockerRootDir") or imagefs["mountpoint"]
+    logs = docker_logs(walker, root, [c.get("Id") for c in df.get("Containers") or []])
+    # the kubelet's pod log directories hold links to those files; files of their own there (left by earlier runtimes,
+    # or by hand) count where they are
+    pods = pod_logs(walker, opts["pod_logs_dir"])
+    image_dev = _dev(imagefs["mountpoint"])
+    result.update(mountpoint=imagefs["mountpoint"], used_bytes=used, categories=_docker_storage.attribute(df, used, logs, _on(pods, image_dev)),
+                  not_visible=[], nodefs=None, walks_stopped_early=list(walker.stopped))
+    root_dev = _dev(opts["kubelet_root_dir"])
+    if root_dev is not None and root_dev != image_dev:
+        node_used, _dev_ = used_bytes(opts["kubelet_root_dir"])
+        volumes = pod_volumes(walker, opts["kubelet_root_dir"])
+        result["nodefs"] = {"mountpoint": _mountpoint(opts["kubelet_root_dir"]), "used_bytes": node_used,
+                            "categories": _storage_policy.nodefs_categories(node_used, volumes, _on(pods, root_dev))}
+    result["walks_stopped_early"] = list(walker.stopped)
+    if walker.stopped:
+        result["warnings"].append("The directory walks stopped after walk_limit (%d) entries in %s; their bytes are partly unaccounted."
+                                  % (opts["walk_limit"], ", ".join(walker.stopped)))
+    return result
+
+
 def run(client, opts, check_mode=False):
     started = time.monotonic()
     version = client.version()
@@ -232,6 +297,10 @@ def run(client, opts, check_mode=False):
         used, image_dev = used_bytes(imagefs["mountpoint"])
     except OSError as exc:
         raise KubenodeGcError("Cannot statvfs the image filesystem %s: %s." % (imagefs["mountpoint"], exc.strerror or exc), result=result) from None
+    if docker_engine.is_docker(runtime["name"]):
+        _run_docker(client, opts, result, imagefs, used)
+        result["elapsed_seconds"] = round(time.monotonic() - started, 3)
+        return result
     walker = Walker(opts["walk_limit"])
     # the runtime gathers every container's stats while containerd's own lists are read
     stats = client.call_async("ListContainerStats")
@@ -258,7 +327,12 @@ def run(client, opts, check_mode=False):
         line, note = _containerd_collector.release_line(version.runtime_version)
         if note:
             result["warnings"].append(note)
-        categories = _storage_policy.attribute(inventory, used, writable, _on(logs, image_dev), now, line)
+        # the snapshotters the CRI unpacks images into: an image unpacked in each needs its compressed layer blobs no more
+        snapshotters, _source = _layer_blobs.cri_snapshotters(dict(client.status(verbose=True).info),
+                                                              [fs["mountpoint"] for fs in filesystems if fs["kind"] == "image"])
+        if not snapshotters:
+            result["warnings"].append(_layer_blobs.NO_SNAPSHOTTER % (client.endpoint, "unpacked_layer_blobs is 0"))
+        categories = _storage_policy.attribute(inventory, used, writable, _on(logs, image_dev), now, line, snapshotters=snapshotters)
         not_visible = []
     else:
         writable = [] if split else writable_layers(stats)
@@ -302,6 +376,8 @@ def _crio_categories(client, used, writable, logs):
     for name in _storage_policy.CATEGORIES:
         if name in CRIO_NOT_VISIBLE or name == "unreferenced_snapshots":
             result[name] = None
+        elif name == "unpacked_layer_blobs":
+            result[name] = _crio_storage.no_compressed_layers()
         elif name != "unaccounted":
             result[name] = _storage_policy.summarise(cats[name])
     result["unaccounted"] = {"bytes": used - sum(c["bytes"] for c in result.values() if c), "objects": []}

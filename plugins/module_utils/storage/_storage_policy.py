@@ -19,34 +19,40 @@ The input is an inventory of containerd's metadata, as ``_containerd._inventory`
 
 What references what is _containerd_collector's model of containerd's own garbage collector (one
 source for both modules). Every byte is counted once, in the first category that claims it, in this
-order: k8s_images, other_namespace_images, writable_layers, leased, unreferenced_snapshots (first the
-objects a ``containerd.io/gc.root`` label keeps, then those nothing references). A blob is one file in
+order: unpacked_layer_blobs (the compressed layer blobs of k8s.io's unpacked images that containerd's
+collection frees once their manifests' layer references are gone: _layer_blobs), k8s_images,
+other_namespace_images, writable_layers, leased, unreferenced_snapshots (first the objects a
+``containerd.io/gc.root`` label keeps, then those nothing references). A blob is one file in
 the shared content store, so a blob held in k8s.io and in another namespace counts in k8s_images;
 snapshots are per namespace on disk; an ingest is per namespace on disk.
 
-storage_gc's plan removes roots only (stale ingests, expired or old leases, images of the listed
-namespaces and, when asked, the gc.root labels nothing else backs); the blobs and snapshots it lists
-after them are the collector's prediction of what containerd's own collection then frees.
+storage_gc's plan removes roots and references only (stale ingests, expired or old leases, images of the
+listed namespaces and, when asked, the gc.root labels nothing else backs and the layer references of
+unpacked images); the blobs and snapshots it lists after them are the collector's prediction of what
+containerd's own collection then frees.
 """
 
 from __future__ import annotations
 
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _containerd_collector as gc
+from ansible_collections.kubenode.gc.plugins.module_utils.storage import _layer_blobs
 
 CRI_NAMESPACE = "k8s.io"
-CATEGORIES = ("k8s_images", "other_namespace_images", "writable_layers", "container_logs", "stale_ingests", "leased",
+CATEGORIES = ("k8s_images", "unpacked_layer_blobs", "other_namespace_images", "writable_layers", "container_logs", "stale_ingests", "leased",
               "unreferenced_snapshots", "unaccounted")
 NODEFS_CATEGORIES = ("pod_volumes", "container_logs", "unaccounted")
 LEASE_EXPIRE = gc.GC_EXPIRE
 GC_ROOT = gc.GC_ROOT
 parse_rfc3339 = gc.parse_rfc3339
 OBJECTS_SHOWN = 10  # the largest objects listed per category
-# the kinds of storage_gc's plan, in the order they come: the roots the module removes, then the labels it removes,
+# the kinds of storage_gc's plan, in the order they come: the roots the module removes, then the labels it removes
+# (gc.root labels, then the layer references of unpacked images, each step a layer blob the collection then frees),
 # then what containerd's collection frees (predicted)
 ROOT_KINDS = ("ingest", "lease", "image")
 RELEASE_KIND = "gc_root"
+LAYER_KIND = "layer_blob"
 COLLECTED_KINDS = ("content", "snapshot")
-PLAN_KINDS = ROOT_KINDS + (RELEASE_KIND,) + COLLECTED_KINDS
+PLAN_KINDS = ROOT_KINDS + (RELEASE_KIND, LAYER_KIND) + COLLECTED_KINDS
 # the key marking a plan step as containerd's collection's (not the module's); internal, not in the module's result
 COLLECTED = "collected"
 
@@ -126,15 +132,21 @@ def _age(now_ns, then_ns):
     return max(0, (now_ns - then_ns) // 1000000000) if then_ns else None
 
 
-def objects(inventory, now_ns, line=gc.NEWEST, cri_containers=()):
+def objects(inventory, now_ns, line=gc.NEWEST, cri_containers=(), snapshotters=()):
     """Every object of the containerd categories, each with the bytes it alone holds, in claim order:
     {category: [object]}. Image objects carry ``names`` (every record) and ``in_use`` (a container of its
     namespace was created from one of them). The k8s.io containers of ``cri_containers`` (ids) are claimed but
-    not listed: the CRI's stats measure their writable layers. ``line``: the collector's release line."""
+    not listed: the CRI's stats measure their writable layers. ``line``: the collector's release line.
+    ``snapshotters``: those the CRI unpacks into (_layer_blobs.cri_snapshotters); none, and no blob is an unpacked
+    image's layer blob."""
     claims = _Claims(inventory)
     model = gc.Collector(inventory, now_ns, line)
-    out = {"k8s_images": [], "other_namespace_images": [], "writable_layers": [], "stale_ingests": [], "leased": [],
-           "unreferenced_snapshots": []}
+    out = {"k8s_images": [], "unpacked_layer_blobs": [], "other_namespace_images": [], "writable_layers": [], "stale_ingests": [],
+           "leased": [], "unreferenced_snapshots": []}
+    discard = _layer_blobs.discard(inventory, snapshotters, now_ns, line)
+    for digest, images in sorted(discard.blobs.items()):
+        size = claims.take([("content", CRI_NAMESPACE, digest)])
+        out["unpacked_layer_blobs"].append({"namespace": CRI_NAMESPACE, "id": digest, "bytes": size, "images": images})
     namespaces = _namespaces(inventory)
     for namespace in namespaces:
         ns = inventory[namespace]
@@ -195,13 +207,14 @@ def _info(inventory, node):
 _INTERNAL = ("names", "in_use")
 
 
-def attribute(inventory, used_bytes, writable, logs, now_ns, line=gc.NEWEST):
+def attribute(inventory, used_bytes, writable, logs, now_ns, line=gc.NEWEST, snapshotters=()):
     """The image filesystem's categories.
 
     ``writable``: [{"namespace", "id", "name", "bytes"}] of the CRI's containers (ListContainerStats), whose k8s.io
     containers are not measured again; ``logs``: [{"namespace", "name", "id", "bytes"}] per pod, or None when the logs
-    are on another filesystem. Returns {category: {"bytes", "objects"}}; ``unaccounted`` has no objects."""
-    cats = objects(inventory, now_ns, line, cri_containers={w["id"] for w in writable})
+    are on another filesystem; ``snapshotters``: those the CRI unpacks images into. Returns {category: {"bytes",
+    "objects"}}; ``unaccounted`` has no objects."""
+    cats = objects(inventory, now_ns, line, cri_containers={w["id"] for w in writable}, snapshotters=snapshotters)
     cats["writable_layers"] += [dict(w) for w in writable]
     cats["container_logs"] = list(logs or [])
     result = {}
@@ -218,7 +231,8 @@ def nodefs_categories(used_bytes, volumes, logs):
     return result
 
 
-def plan(inventory, namespaces, keep, ingest_max_age_ns, lease_max_age_ns, now_ns, sandboxes=(), line=gc.NEWEST, release_gc_roots=False):
+def plan(inventory, namespaces, keep, ingest_max_age_ns, lease_max_age_ns, now_ns, sandboxes=(), line=gc.NEWEST, release_gc_roots=False,
+         discard_snapshotters=None):
     """storage_gc's plan: [{kind, namespace, id, bytes}] (plus ``snapshotter`` for snapshots), in this order:
 
     - the roots the module removes: ``ingest`` (idle longer than ``ingest_max_age_ns``, in each namespace on its own),
@@ -228,6 +242,10 @@ def plan(inventory, namespaces, keep, ingest_max_age_ns, lease_max_age_ns, now_n
       {"id", "repo_tags", "repo_digests"}, and those a container of their namespace was created from);
     - with ``release_gc_roots``, ``gc_root``: the blobs and snapshots whose containerd.io/gc.root label is the only
       thing that would keep them once those roots are gone (the module removes the label);
+    - with ``discard_snapshotters`` (the snapshotters the CRI unpacks into, _layer_blobs.cri_snapshotters), ``layer_blob``:
+      each compressed layer blob of k8s.io's unpacked images that containerd's collection frees once the manifests'
+      layer references naming it are gone, with ``images`` (the names of the images whose manifests name it) and
+      ``labels`` ([(manifest digest, label key)], the references the module removes);
     - ``content``, ``snapshot`` (and, on 2.x, expired ``image`` records, ``lease`` and ``ingest`` the collector removes
       by itself): what containerd's collection then frees, as the collector model of release line ``line`` predicts it.
 
@@ -268,8 +286,20 @@ def plan(inventory, namespaces, keep, ingest_max_age_ns, lease_max_age_ns, now_n
                 if gc.root_keys(_info(inventory, node)["labels"], line) and node not in backed:
                     steps.append(_step(RELEASE_KIND, node, 0))
                     removed.add(node)
-    steps += collection(inventory, now_ns, line, removed)
-    return steps
+    if discard_snapshotters is None:
+        return steps + collection(inventory, now_ns, line, removed)
+    discard = _layer_blobs.discard(inventory, discard_snapshotters, now_ns, line, removed)
+    labels = {}
+    for manifest, keys in discard.labels.items():
+        for key in keys:
+            labels.setdefault(inventory[CRI_NAMESPACE]["content"][manifest]["labels"][key], []).append((manifest, key))
+    layers, rest = [], []
+    for step in collection(discard.inventory, now_ns, line, removed):
+        if step["kind"] == "content" and step["namespace"] == CRI_NAMESPACE and step["id"] in discard.blobs:
+            layers.append(dict(step, kind=LAYER_KIND, images=discard.blobs[step["id"]], labels=sorted(labels[step["id"]])))
+        else:
+            rest.append(step)
+    return steps + layers + rest
 
 
 def notes(inventory, steps):

@@ -4,8 +4,9 @@
 """What kubenode.gc.containerd_storage left on each node: the parsed config (version 2 on containerd 1.x,
 version 3 on 2.x), kept comments, backups, the imagefs mount, the configuration containerd itself loads
 (`containerd config dump`), and a restarted containerd of the node's release answering CRI with the new
-root and sandbox image."""
+root and sandbox image, and pulling images without keeping their compressed layer blobs (discard_unpacked_layers)."""
 
+import json
 import os
 import tomllib
 
@@ -32,6 +33,13 @@ def sandbox_of(config, version):
     if version == 3:
         return config["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"]
     return config["plugins"]["io.containerd.grpc.v1.cri"]["sandbox_image"]
+
+
+def discard_of(config, version):
+    """discard_unpacked_layers of a parsed config.toml of the given version."""
+    if version == 3:
+        return config["plugins"]["io.containerd.cri.v1.images"]["discard_unpacked_layers"]
+    return config["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["discard_unpacked_layers"]
 
 
 @pytest.fixture
@@ -68,6 +76,36 @@ def test_containerd_loads_the_config(host, name):
     assert dump["version"] == version
     assert dump["root"] == ROOT[mode] and dump["state"] == "/run/containerd"
     assert sandbox_of(dump, version) == SANDBOX[mode]
+    assert discard_of(dump, version) is True
+
+
+PULLED = "127.0.0.1:5000/kubenode-gc/pulled:1"  # served by the registry prepare started inside the node
+
+
+def test_a_new_pull_leaves_no_compressed_layer_blob(host, name):
+    """After the role's restart, an image pulled through the CRI keeps its manifest, config and snapshots, not its layer
+    blobs: the manifest names none (containerd's discard_unpacked_layers), so containerd's next collection frees them."""
+    version = NODES[name][2]
+    assert discard_of(tomllib.loads(host.file(CONFIG).content_string), version) is True
+    pull = host.run("crictl --runtime-endpoint unix:///run/containerd/containerd.sock --image-endpoint unix:///run/containerd/containerd.sock "
+                    "pull %s", PULLED)
+    assert pull.rc == 0, pull.stderr
+    digest = next(line.split()[2] for line in host.check_output("ctr -n k8s.io images ls").splitlines()[1:] if line.split()[0] == PULLED)
+    layers = [layer["digest"] for layer in json.loads(host.check_output("ctr -n k8s.io content get %s", digest))["layers"]]
+    assert len(layers) == 2
+    labels = next(line for line in host.check_output("ctr -n k8s.io content ls").splitlines() if line.startswith(digest))
+    assert "containerd.io/gc.ref.content.config=" in labels and "containerd.io/gc.ref.content.l." not in labels
+    # containerd's next collection frees the blobs nothing references: one is run now (a lease deleted with --sync)
+    host.check_output("ctr -n k8s.io leases create --id kubenode-gc-verify")
+    host.check_output("ctr -n k8s.io leases delete --sync kubenode-gc-verify")
+    for layer in layers:
+        assert host.run("ctr -n k8s.io content get %s", layer).rc != 0, layer
+    # the CRI lists the image, and disk_usage counts no blob of it as a second copy
+    listed = json.loads(host.check_output("crictl --runtime-endpoint unix:///run/containerd/containerd.sock images -o json"))["images"]
+    assert [PULLED] in [image["repoTags"] for image in listed]
+    usage = host.ansible("kubenode.gc.disk_usage", None, check=False)
+    assert not usage.get("failed"), usage
+    assert not [o for o in usage["categories"]["unpacked_layer_blobs"]["objects"] if PULLED in o["images"]]
 
 
 def test_merged_config(host, name, config):

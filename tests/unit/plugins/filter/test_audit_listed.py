@@ -42,7 +42,7 @@ def test_each_node_says_which_listed_images_it_holds_and_which_pods_use_them():
     assert [(i["ref"], i["state"], i["removable"], i["pods"]) for i in a["images"]] == [
         ("docker.io/library/vuln:1", "unused", True, []),
         ("docker.io/library/vuln:run", "in_use", False,
-         [{"namespace": "shop", "name": "web", "container": "app", "state": "running", "running": True}])]
+         [{"namespace": "shop", "name": "web", "container": "app", "state": "running", "running": True, "outside_kubernetes": False}])]
     (finding,) = [f for f in nodes["node-a"]["findings"] if f["code"] == "listed_image_present"]
     assert finding["severity"] == "warning" and finding["source"] == "image_gc"
     assert finding["message"] == ("2 listed image(s) (kubenode_gc_remove_images) on this node: docker.io/library/vuln:1 (unused: the cleanup "

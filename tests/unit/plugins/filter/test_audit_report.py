@@ -138,7 +138,7 @@ def test_schema_fields_and_types():
     assert report["policy"] == {"image_gc_high_threshold_percent": 85, "image_max_age": "168h"}
     assert set(report["summary"]) == {"nodes", "nodes_ok", "nodes_failed", "nodes_over_high_threshold", "nodes_with_drift", "findings",
                                       "reclaimable_bytes_policy", "reclaimable_bytes_prune", "nodes_by_health", "usage_percent_mean",
-                                      "usage_percent_max", "image_refs", "nodes_near_eviction"}
+                                      "usage_percent_max", "image_refs", "nodes_near_eviction", "unpacked_layer_blob_bytes"}
     assert set(report["summary"]["findings"]) == {"error", "warning", "info"}
     for n in report["nodes"]:
         assert set(n) == NODE_KEYS

@@ -65,4 +65,10 @@ def test_storage_gc_removals_are_named_largest_first():
     assert "n1: storage_gc removed 2 object(s): image moby/a:1 (0 B), content moby/sha256:l (9.0 MiB)." in cleanup_details([[done, "n1"]])
     nothing = dict(record(0), storage={"supported": True, "plan": [], "removed": [], "freed_bytes": 0})
     assert "n1: storage_gc removed nothing." in cleanup_details([[nothing, "n1"]])
+    # discard_unpacked_layers: each layer blob with the images whose manifests named it
+    blobs = [{"kind": "layer_blob", "namespace": "k8s.io", "id": "sha256:b", "bytes": 2 * MIB, "images": ["app:1", "app:2"]},
+             {"kind": "layer_blob", "namespace": "k8s.io", "id": "sha256:a", "bytes": 3 * MIB, "images": ["app:1"]}]
+    done = dict(record(0), storage={"supported": True, "plan": blobs, "removed": blobs, "already_gone": [], "freed_bytes": 5 * MIB})
+    assert ("n1: storage_gc removed 2 object(s): layer_blob k8s.io/sha256:a (3.0 MiB, of app:1), "
+            "layer_blob k8s.io/sha256:b (2.0 MiB, of app:1, app:2).") in cleanup_details([[done, "n1"]])
     assert not any("storage_gc" in line for line in cleanup_details([[dict(record(0), storage={"supported": False}), "n1"]]))

@@ -147,8 +147,8 @@ def untrusted(found):
     (dict(uid=65534), "it does not run as root"),
     (dict(uid=1000, euid=0), "its real uid is 1000 and its effective uid 0, not both 0"),  # a set-user-ID program another user started
     (dict(exe_owner=65534), "its executable is owned by uid 65534 (nobody), not root"),
-    (dict(exe_mode=0o775), "its executable may be written by its group (mode 0775)"),
-    (dict(exe_mode=0o757), "its executable may be written by others (mode 0757)"),
+    (dict(exe_mode=0o775), "its executable is writable by its group (mode 0775)"),
+    (dict(exe_mode=0o757), "its executable is writable by others (mode 0757)"),
 ])
 def test_a_process_named_kubelet_that_is_not_roots_is_ignored(tmp_path, monkeypatch, kwargs, why):
     proc = fake(tmp_path, monkeypatch)

@@ -133,7 +133,7 @@ def transitions(tmp_path):
     (tmp_path / "world").mkdir()
     (tmp_path / "world" / "c.yaml").write_text("old\n")
     os.chmod(str(tmp_path / "world"), 0o777)
-    cases.append((tmp_path / "world" / "c.yaml", "%s, a directory writable by group and others (mode 0777)" % (tmp_path / "world"),
+    cases.append((tmp_path / "world" / "c.yaml", "%s, a directory writable by its group and others (mode 0777)" % (tmp_path / "world"),
                   tmp_path / "world" / "c.yaml"))
     (tmp_path / "sticky").mkdir()  # /tmp-like: another user's file in it
     (tmp_path / "sticky" / "c.yaml").write_text("old\n")
@@ -186,6 +186,37 @@ def test_safe_transitions(tmp_path):
         assert open(written).read() == "new\n"
     assert target.read_text() == "new\n" and os.readlink(str(tmp_path / "etc" / "link")) == "k/c.yaml"
     assert os.stat(str(tmp_path / "etc" / "k" / "theirs.yaml")).st_uid == NOBODY  # its owner kept
+
+
+def test_strict_asks_every_component_the_last_one_included_to_be_roots_alone(tmp_path):
+    """``strict`` (what root runs: the gc_timer role's check): a sticky directory others write on the way, a file its
+    group may write and another user's file in root's own directory are unsafe too; root's links and 0755 directories
+    pass. The same rule (``problem``) without the sticky exception."""
+    target = tree(tmp_path)
+    (tmp_path / "tmp").mkdir()
+    os.chmod(str(tmp_path / "tmp"), 0o1777)
+    (tmp_path / "tmp" / "root").mkdir(mode=0o755)
+    (tmp_path / "tmp" / "root" / "f").write_text("old\n")
+    (tmp_path / "etc" / "k" / "group.yaml").write_text("old\n")
+    os.chmod(str(tmp_path / "etc" / "k" / "group.yaml"), 0o664)
+    (tmp_path / "etc" / "k" / "theirs.yaml").write_text("old\n")
+    chown(tmp_path / "etc" / "k" / "theirs.yaml")
+    cases = [(tmp_path / "etc" / "link", str(target), None),
+             (tmp_path / "tmp" / "root" / "f", str(tmp_path / "tmp" / "root" / "f"),
+              "%s, a directory writable by its group and others (mode 1777)" % (tmp_path / "tmp")),
+             (tmp_path / "etc" / "k" / "group.yaml", None, "%s, a file writable by its group (mode 0664)" % (tmp_path / "etc" / "k" / "group.yaml")),
+             (tmp_path / "etc" / "k" / "theirs.yaml", None,
+              "%s, a file owned by uid 65534 (nobody), not root" % (tmp_path / "etc" / "k" / "theirs.yaml"))]
+    for path, leads_to, step in cases:
+        assert resolved(path)[1] == []  # for a write, each is safe
+        where, unsafe = resolved(path, strict=True)
+        assert where == (leads_to or str(path)) and [u for u in unsafe if u.startswith(str(tmp_path))] == ([step] if step else [])
+        if step:
+            with pytest.raises(_files.UnsafePathError) as err:
+                _files.chase(str(path), write=True, strict=True)
+            assert str(err.value.unsafe) == step or not str(err.value.unsafe).startswith(str(tmp_path))  # or one above tmp_path (/tmp)
+    assert _files.problem(os.lstat(str(tmp_path / "tmp")), sticky=True) is None
+    assert _files.problem(os.lstat(str(tmp_path / "tmp"))) == "writable by its group and others (mode 1777)"
 
 
 def test_a_read_reports_each_unsafe_step_once(tmp_path):
@@ -255,6 +286,30 @@ def test_atomic_write_keeps_owner_mode_and_attributes_and_cleans_up(tmp_path):
     (tmp_path / "l").symlink_to("c.yaml")
     _files.atomic_write(str(tmp_path / "l"), "own\n")
     assert not os.path.islink(str(tmp_path / "l")) and path.read_text() == "new\n"
+
+
+def test_keeping_roots_own_owner_needs_no_chown(tmp_path, monkeypatch):
+    """The gc_timer's sandbox refuses every chown system call (@privileged holds @chown; EPERM): a file root owns is
+    replaced keeping its owner and mode without one; another owner is still given back (here, outside a sandbox)."""
+    path = tmp_path / "c.yaml"
+    path.write_text("old\n")
+    os.chmod(str(path), 0o640)
+    calls = []
+    real = os.fchown
+
+    def fchown(fd, uid, gid):
+        calls.append((uid, gid))
+        if (uid, gid) == (0, 0):
+            raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))  # what the seccomp filter answers
+        return real(fd, uid, gid)
+
+    monkeypatch.setattr(_files.os, "fchown", fchown)
+    _files.atomic_write(str(path), "new\n")
+    st = os.stat(str(path))
+    assert (calls, st.st_uid, stat.S_IMODE(st.st_mode), path.read_text()) == ([], 0, 0o640, "new\n")
+    os.chown(str(path), 0, NOBODY)
+    _files.atomic_write(str(path), "newer\n")
+    assert calls == [(0, NOBODY)] and os.stat(str(path)).st_gid == NOBODY
 
 
 def test_open_directory(tmp_path):

@@ -25,10 +25,11 @@ class FakeNode:
 
     endpoint = "unix:///fake.sock"
 
-    def __init__(self, capacity, available, frees=None, fail=(), inodes_total=0, inodes_free=0, frees_inodes=None):
+    def __init__(self, capacity, available, frees=None, fail=(), inodes_total=0, inodes_free=0, frees_inodes=None, ignore=()):
         self.capacity, self.available = capacity, available
         self.frees = frees or {}
         self.fail = set(fail)
+        self.ignore = set(ignore)  # RemoveImage answers success and removes nothing (cri-dockerd given a tag)
         self.removed = []
         self.inodes_total, self.inodes_free = inodes_total, inodes_free
         self.frees_inodes = frees_inodes or {}
@@ -36,11 +37,17 @@ class FakeNode:
     def list_containers(self):
         return []
 
+    def list_images(self):
+        """What is still listed of the images RemoveImage was asked for: the ones it ignored."""
+        return [SimpleNamespace(id=i, repo_tags=[], repo_digests=[], size=0, pinned=False) for i in sorted(self.ignore)]
+
     def call_async(self, method, image):
         assert method == "RemoveImage"
         fut = Future()
         if image["image"] in self.fail:
             fut.set_exception(CriError("CRI endpoint unix:///fake.sock failed RemoveImage: boom %s (UNKNOWN)." % image["image"]))
+        elif image["image"] in self.ignore:
+            fut.set_result(None)
         else:
             self.removed.append(image["image"])
             self.available += self.frees.get(image["image"], 0)
@@ -96,6 +103,19 @@ def test_measured_freeing_never_goes_past_the_size_based_plan():
     assert node.removed == [i["id"] for i in plan.space]
     assert node.available == 150
     assert result["insufficient"]
+
+
+def test_a_removal_is_confirmed_from_the_image_list_not_from_the_answer_alone():
+    # RemoveImage answers success for the second image and removes nothing (cri-dockerd given a name it removes nothing
+    # of): the list read after the removals still holds it, so it is a failed removal, not a removed one
+    images = [image(n, 60) for n in range(3)]
+    node = FakeNode(capacity=1000, available=100, frees={i["id"]: 60 for i in images}, ignore={images[1]["id"]})
+    plan, result = execute(node, images, measure_freed=False, high=80, low=60)
+    assert [i["id"] for i in plan.space] == [i["id"] for i in images]
+    assert [r["id"] for r in result["removed"]] == [images[0]["id"], images[2]["id"]]
+    assert result["errors"] == [{"id": images[1]["id"], "msg": "The runtime answered RemoveImage of %s with success but still lists the image."
+                                 % images[1]["id"]}]
+    assert result["bytes_freed_estimated"] == 120
 
 
 def test_failed_removal_in_the_age_pass_ends_the_run_before_the_threshold_pass():
@@ -458,9 +478,10 @@ def test_native_removal_only_on_the_proven_containerd_lines():
     def native(name, version):
         return gc.native_removal({"name": name, "version": version})
 
-    for version in ("1.6.20~ds1", "v1.7.24", "2.1.9", "v2.0.0", "2.2.1"):
+    for version in ("1.6.20~ds1", "v1.7.24", "2.1.9", "v2.2.7", "2.3.4"):
         assert native("containerd", version), version
-    for version in ("1.5.18", "1.4.0", "v0.2", "", None, "devel"):
+    # only the lines tests/integration/test_image_gc_native.py runs on: not 2.0, not a release line after 2.3
+    for version in ("1.5.18", "1.4.0", "v0.2", "", None, "devel", "v2.0.0", "2.0.7", "2.4.0", "3.0.0"):
         assert not native("containerd", version), version
     assert not native("cri-o", "1.37.0") and not native("docker", "2.1.0") and not native(None, None)
 

@@ -106,9 +106,9 @@ def test_the_result_names_the_pods_of_images_in_use_and_warns_of_the_rules():
     gc._report_listed(result, state, {"images": patterns})
     by_tag = {k["repo_tags"][0]: k for k in result["listed_kept"]}
     assert by_tag["docker.io/library/bad:run"]["containers"] == [
-        {"pod_namespace": "shop", "pod_name": "web-1", "container": "app", "state": "running", "running": True}]
+        {"pod_namespace": "shop", "pod_name": "web-1", "container": "app", "state": "running", "running": True, "outside_kubernetes": False}]
     assert by_tag["docker.io/library/bad:exited"]["containers"] == [
-        {"pod_namespace": "jobs", "pod_name": "batch-1", "container": "step", "state": "exited", "running": False}]
+        {"pod_namespace": "jobs", "pod_name": "batch-1", "container": "step", "state": "exited", "running": False, "outside_kubernetes": False}]
     assert by_tag["docker.io/library/bad:run"]["patterns"] == ["*/bad:*"] and by_tag["docker.io/library/bad:run"]["reason"] == "in_use"
     assert {t: k["reason"] for t, k in by_tag.items() if not k["containers"]} == {
         "registry.k8s.io/pause:3.10": "sandbox", "registry.k8s.io/bad:1": "keep_list", "docker.io/library/bad:pinned": "pinned"}

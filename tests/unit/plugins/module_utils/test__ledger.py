@@ -79,7 +79,7 @@ def test_a_lock_directory_that_is_a_link_or_not_roots_alone_is_not_used(tmp_path
     real.mkdir()
     os.symlink(str(real), str(tmp_path / "link"))
     cases = [(str(tmp_path / "link"), "it is a symbolic link"),
-             (str(real), "its path goes through %s, a directory writable by group and others (mode 0777)" % real),
+             (str(real), "its path goes through %s, a directory writable by its group and others (mode 0777)" % real),
              (str(tmp_path / "owned"), "its path goes through %s, a directory owned by uid 65534 (nobody), not root" % (tmp_path / "owned"))]
     (tmp_path / "owned").mkdir()
     os.chown(str(tmp_path / "owned"), 65534, 65534)
@@ -99,7 +99,7 @@ def test_run_kubenode_gc_itself_is_refused_when_not_roots_alone(run_dir):
     os.makedirs(run_dir)
     for owner, mode, why in ((65534, 0o700, "its path goes through %s, a directory owned by uid 65534 (nobody), not root, so another user could hold, "
                                             "remove or recreate the lock." % run_dir),
-                             (0, 0o1777, "it is writable by group and others (mode 1777), so another user could remove or recreate the lock.")):
+                             (0, 0o1777, "it is writable by its group and others (mode 1777), so another user could remove or recreate the lock.")):
         os.chown(run_dir, owner, owner)
         os.chmod(run_dir, mode)
         with pytest.raises(_ledger.LedgerError) as err:

@@ -57,7 +57,7 @@ def test_types_are_converted_as_the_module_would():
 @pytest.mark.parametrize("kw, words", [
     (dict(image_gc=dict(min_age="1h")), ["image_gc.min_age", "node_audit itself"]),
     (dict(runtime_config=dict(crio=dict(query_runtime=True))), ["runtime_config.crio.query_runtime"]),
-    (dict(runtime_config=dict(docker={})), ["docker", "containerd and crio"]),
+    (dict(runtime_config=dict(podman={})), ["podman", "containerd, crio and docker"]),
     (dict(runtime_config=dict(containerd="x")), ["runtime_config.containerd", "dict"]),
     (dict(container_gc=dict(bogus=1)), ["container_gc", "bogus"]),
     (dict(container_gc=dict(max_containers="many")), ["container_gc", "max_containers"]),

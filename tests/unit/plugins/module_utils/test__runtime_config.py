@@ -68,16 +68,21 @@ def containerd(text, settings=None, path=P, imports=()):
 @pytest.mark.parametrize(
     "text, expected",
     [
-        (V1, dict(config_version=1, root="/srv/containerd", state="/run/containerd", snapshotter="native", sandbox_image="k8s.gcr.io/pause:3.2")),
-        (V2, dict(config_version=2, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.6")),
+        (V1, dict(config_version=1, root="/srv/containerd", state="/run/containerd", snapshotter="native", sandbox_image="k8s.gcr.io/pause:3.2",
+                  discard_unpacked_layers=False)),
+        (V2, dict(config_version=2, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.6",
+                  discard_unpacked_layers=False)),
         (
             V3 + "[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = 'registry.k8s.io/pause:3.10'\n",
             dict(config_version=3, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.10",
-                 pinned_images=[]),
+                 pinned_images=[], discard_unpacked_layers=False),
         ),
-        ("", dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None)),
-        (None, dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None)),
-        ("# only a comment\n", dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None)),
+        ("", dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None,
+                  discard_unpacked_layers=False)),
+        (None, dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs", sandbox_image=None,
+                    discard_unpacked_layers=False)),
+        ("# only a comment\n", dict(config_version=None, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs",
+                                    sandbox_image=None, discard_unpacked_layers=False)),
     ],
 )
 def test_containerd_read(text, expected):
@@ -142,7 +147,8 @@ state = "/run/ctrd"
 [metrics]
   address = ""
 """)
-    assert plan["current"] == dict(config_version=2, root="/data/containerd", state="/run/ctrd", snapshotter="zfs", sandbox_image="registry.k8s.io/pause:3.9")
+    assert plan["current"] == dict(discard_unpacked_layers=False, config_version=2, root="/data/containerd", state="/run/ctrd", snapshotter="zfs",
+                                   sandbox_image="registry.k8s.io/pause:3.9")
     # idempotent: the result needs nothing more
     assert (
         containerd(plan["after"], {"root": "/data/containerd", "state": "/run/ctrd/", "snapshotter": "zfs", "sandbox_image": "registry.k8s.io/pause:3.9"})[
@@ -337,7 +343,8 @@ def test_file_without_final_newline():
         (
             "containerd",
             {"graphroot": "/x"},
-            r"^Unknown settings key graphroot for runtime containerd; the supported keys are root, state, snapshotter, sandbox_image, pinned_images\.$",
+            r"^Unknown settings key graphroot for runtime containerd; the supported keys are root, state, snapshotter, sandbox_image, "
+            r"discard_unpacked_layers, pinned_images\.$",
         ),
         (
             "crio",
@@ -719,8 +726,10 @@ def test_v2_an_imported_plugin_table_replaces_the_main_files_whole():
     }
     plan = containerd(V2_MAIN, imports=load(files))
     # containerd 1.x: the import's CRI table replaces the main file's, so both keys fall back to the defaults; an empty root does not override
-    assert plan["current"] == dict(root="/main/root", state="/main/state", snapshotter="overlayfs", sandbox_image=None, config_version=2)
-    assert [f["code"] for f in plan["findings"]] == ["import_overrides", "import_overrides"]
+    assert plan["current"] == dict(discard_unpacked_layers=False, root="/main/root", state="/main/state", snapshotter="overlayfs", sandbox_image=None,
+                                   config_version=2)
+    # and containerd 2.x would drop the main file's snapshotter: its CRI table has no runtimes table
+    assert [f["code"] for f in plan["findings"]] == ["import_overrides", "import_overrides", "dropped_by_containerd_2"]
     assert plan["findings"][1]["message"] == (
         "The import /etc/containerd/conf.d/50-mirrors.toml replaces the whole [plugins.'io.containerd.grpc.v1.cri'] table without sandbox_image "
         "(containerd 1.x does not merge plugin tables of imports), which overrides the sandbox_image 'registry.k8s.io/pause:3.10' set in "
@@ -752,8 +761,8 @@ def test_v3_imports_merge_key_by_key_and_the_last_wins():
         "/etc/containerd/conf.d/20-b.toml": "[plugins.'io.containerd.cri.v1.images']\n  snapshotter = 'btrfs'\n",
     }
     plan = containerd(V3_MAIN, imports=load(files))
-    assert plan["current"] == dict(root="/a", state="/run/containerd", snapshotter="btrfs", sandbox_image="registry.k8s.io/pause:3.10", config_version=3,
-                                   pinned_images=[])
+    assert plan["current"] == dict(discard_unpacked_layers=False, root="/a", state="/run/containerd", snapshotter="btrfs",
+                                   sandbox_image="registry.k8s.io/pause:3.10", config_version=3, pinned_images=[])
     assert [f["message"] for f in plan["findings"]] == [
         "The import /etc/containerd/conf.d/10-a.toml sets root = '/a', which overrides the root '/main/root' set in /etc/containerd/config.toml "
         "(imports win over the main file).",
@@ -778,3 +787,76 @@ def test_go_glob_matches_as_containerd_does(tmp_path):
     assert go_glob(str(tmp_path / "*.toml")) == [str(tmp_path / n) for n in (".c.toml", "a.toml", "b.toml")]
     assert go_glob(str(tmp_path / "sub*" / "*.toml")) == [str(tmp_path / "sub1" / "x.toml")]
     assert go_glob(str(tmp_path / "none" / "*.toml")) == []
+
+
+# -- discard_unpacked_layers (issue 42) ------------------------------------------------------------------------------
+
+V2_NO_RUNTIMES = """version = 2
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.10"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    default_runtime_name = "runc"
+"""
+V2_RUNTIMES = V2_NO_RUNTIMES + """    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+"""
+
+
+def test_discard_unpacked_layers_goes_where_each_config_version_reads_it():
+    on = {"discard_unpacked_layers": True}
+    # version 2 with a runtimes table: the CRI plugin's containerd table, which containerd 2.x migrates too
+    plan = containerd(V2_RUNTIMES, on)
+    runc = '    default_runtime_name = "runc"\n'
+    assert plan["after"] == V2_RUNTIMES.replace(runc, runc + '    discard_unpacked_layers = true\n')
+    assert plan["current"]["discard_unpacked_layers"] is True and plan["findings"] == []
+    # without one containerd 2.x drops it from there: also [plugins."io.containerd.cri.v1.images"], which 2.x reads
+    plan = containerd(V2_NO_RUNTIMES, on)
+    assert plan["after"] == (V2_NO_RUNTIMES + '    discard_unpacked_layers = true\n\n[plugins."io.containerd.cri.v1.images"]\n'
+                             '  discard_unpacked_layers = true\n')
+    assert plan["findings"] == [] and plan["current"]["discard_unpacked_layers"] is True
+    assert containerd(plan["after"], on)["after"] is None  # a second run changes nothing
+    off = containerd(plan["after"], {"discard_unpacked_layers": False})
+    assert off["after"].count("discard_unpacked_layers = false") == 2 and off["current"]["discard_unpacked_layers"] is False
+    # version 3 (and 4): the CRI images plugin
+    plan = containerd("version = 3\n", on)
+    assert plan["after"] == "version = 3\n\n[plugins.'io.containerd.cri.v1.images']\ndiscard_unpacked_layers = true\n"
+    assert containerd("version = 4\n", on)["after"] == plan["after"].replace("version = 3", "version = 4")
+    assert containerd("version = 3\n")["current"]["discard_unpacked_layers"] is False
+
+
+def test_a_version_2_key_containerd_2_drops_is_a_finding():
+    text = V2_NO_RUNTIMES.replace('    default_runtime_name = "runc"\n', '    snapshotter = "native"\n    discard_unpacked_layers = true\n')
+    found = containerd(text)["findings"]
+    assert [(f["code"], f["severity"]) for f in found] == [("dropped_by_containerd_2", "info")] * 2
+    assert found[0]["message"] == (
+        "/etc/containerd/config.toml sets snapshotter = 'native' in [plugins.'io.containerd.grpc.v1.cri'.containerd], which has no "
+        "runtimes table, so containerd 2.x drops it when it migrates this version 2 file and uses 'overlayfs'; set it in "
+        "[plugins.'io.containerd.cri.v1.images'] too, or migrate the file to version 3 (containerd config migrate).")
+    assert "discard_unpacked_layers = true" in found[1]["message"] and "uses false" in found[1]["message"]
+    # with the same value where 2.x reads it, or a runtimes table, or in version 3: nothing to say
+    fixed = text + '[plugins."io.containerd.cri.v1.images"]\n  snapshotter = "native"\n  discard_unpacked_layers = true\n'
+    assert containerd(fixed)["findings"] == []
+    assert containerd(V2_RUNTIMES.replace('    default_runtime_name = "runc"\n', '    snapshotter = "native"\n'))["findings"] == []
+    # the value 2.x uses anyway (its default) is nothing to say either
+    same = V2_NO_RUNTIMES.replace('    default_runtime_name = "runc"\n', '    snapshotter = "overlayfs"\n    discard_unpacked_layers = false\n')
+    assert containerd(same)["findings"] == []
+
+
+@pytest.mark.parametrize("value", ["true", 1, None])
+def test_discard_unpacked_layers_must_be_a_boolean(value):
+    if value is None:
+        assert containerd(V2_RUNTIMES, {"discard_unpacked_layers": None})["after"] is None  # null leaves it alone
+        return
+    with pytest.raises(rc.ConfigError, match=r"^settings\.discard_unpacked_layers must be true or false, got %s\.$" % repr(value)):
+        containerd(V2_RUNTIMES, {"discard_unpacked_layers": value})
+
+
+def test_containerd_1_reports_discard_unpacked_layers_in_its_status():
+    info = {"config": json.dumps({"containerRootDir": "", "containerd": {"snapshotter": "overlayfs", "discardUnpackedLayers": True}})}
+    assert rc.status_reported("containerd", info) == {"discard_unpacked_layers": True}
+    current = dict(root="/var/lib/containerd", discard_unpacked_layers=False)
+    found = rc.status_findings("containerd", current, ["discard_unpacked_layers"], info, "unix:///c.sock")
+    assert [f["message"] for f in found] == [
+        "The runtime at unix:///c.sock reports discard_unpacked_layers true in its CRI status, but its files give false (a restart applies the "
+        "new value)."]
+    assert rc.status_findings("containerd", dict(current, discard_unpacked_layers=True), [], info, "unix:///c.sock") == []

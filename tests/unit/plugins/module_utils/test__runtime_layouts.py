@@ -91,7 +91,7 @@ def test_kubespray_containerd_versions_3_and_4(node, version):
     install("containerd-kubespray-v%d" % version)
     config = path("/etc/containerd/config.toml")
     res = run(runtime="containerd", path=config)
-    assert res["current"] == dict(root=path("/var/lib/containerd"), state=path("/run/containerd"), snapshotter="overlayfs",
+    assert res["current"] == dict(discard_unpacked_layers=False, root=path("/var/lib/containerd"), state=path("/run/containerd"), snapshotter="overlayfs",
                                   sandbox_image="registry.k8s.io/pause:3.10", pinned_images=[], config_version=version)
     assert codes(res) == ([("info", "config_version_4")] if version == 4 else [])
     before = read("/etc/containerd/config.toml")
@@ -173,7 +173,8 @@ def test_microk8s_containerd(node):
     res = run(query_runtime=False)
     config, template = path("/var/snap/microk8s/current/args/containerd.toml"), path("/var/snap/microk8s/current/args/containerd-template.toml")
     assert res["resolved_path"] == config
-    assert res["current"] == dict(root=path("/var/snap/microk8s/common/var/lib/containerd"), state=path("/var/snap/microk8s/common/run/containerd"),
+    assert res["current"] == dict(discard_unpacked_layers=False, root=path("/var/snap/microk8s/common/var/lib/containerd"),
+                                  state=path("/var/snap/microk8s/common/run/containerd"),
                                   snapshotter="overlayfs", sandbox_image="registry.k8s.io/pause:3.7", config_version=2)
     assert codes(res) == [("warning", "generated_file"), ("info", "root_from_command_line"), ("info", "state_from_command_line")]
     assert refused(run, path(""), query_runtime=False, settings={"sandbox_image": "registry.k8s.io/pause:3.10"}) == (
@@ -192,7 +193,7 @@ def test_k0s_containerd(node):
     config = path("/etc/k0s/containerd.toml")
     assert res["resolved_path"] == config
     # k0s's command line (--root /var/lib/k0s/containerd --state /run/k0s/containerd); the sandbox image from its CRI import
-    assert res["current"] == dict(root="/var/lib/k0s/containerd", state="/run/k0s/containerd", snapshotter="overlayfs",
+    assert res["current"] == dict(discard_unpacked_layers=False, root="/var/lib/k0s/containerd", state="/run/k0s/containerd", snapshotter="overlayfs",
                                   sandbox_image="quay.io/k0sproject/pause:3.10", config_version=2)
     msg = refused(run, path(""), query_runtime=False, settings={"snapshotter": "native"})
     assert msg.startswith("Not editing %s: k0s writes it at every start (k0s_managed=true); put the settings in a file of /etc/k0s/containerd.d/" % config)
@@ -244,7 +245,7 @@ def test_kind_containerd(node):
     install, run, path, _read = node
     install("kind")
     res = run(query_runtime=False)
-    assert res["current"] == dict(root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs",
+    assert res["current"] == dict(discard_unpacked_layers=True, root="/var/lib/containerd", state="/run/containerd", snapshotter="overlayfs",
                                   sandbox_image="registry.k8s.io/pause:3.10", config_version=2)
     assert res["findings"] == []
 

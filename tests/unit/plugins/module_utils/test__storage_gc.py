@@ -210,3 +210,95 @@ def test_the_module_removes_only_its_own_steps_and_leaves_the_collections_to_con
     # the fake containerd kept everything: each planned object of the collection is named in a warning, not removed
     assert result["removed"] == result["plan"][:1]
     assert len([w for w in result["warnings"] if "which the plan expected it to free" in w]) == 3
+
+
+class _Done:
+    def __init__(self, error=None):
+        self.error = error
+
+    def result(self):
+        if self.error:
+            raise self.error
+
+
+class _LabelApi:
+    """containerd's API for discard_unpacked_layers: content.Update calls recorded, then a collection that frees the blobs."""
+
+    calls = []
+    fail_on = None
+
+    def __init__(self, cri):
+        pass
+
+    def remove_content_labels_async(self, ns, digest, labels):
+        from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import ContainerdError
+        self.calls.append(("labels", ns, digest, tuple(labels)))
+        if digest == self.fail_on:
+            return _Done(ContainerdError("containerd at unix:///fake.sock failed content Update in namespace k8s.io: boom (UNKNOWN).", code="UNKNOWN"))
+        return _Done()
+
+    def collect_garbage(self, ns, prefix):
+        self.calls.append(("gc", ns))
+
+
+class _StatusCri(_Cri):
+    def status(self, verbose=True):
+        import json
+        from types import SimpleNamespace
+        return SimpleNamespace(info={"config": json.dumps({"containerd": {"snapshotter": "overlayfs"}})})
+
+
+def _layer_node(monkeypatch, tmp_path):
+    from tests.unit.plugins.module_utils.test__layer_blobs import NOW, node, pulled
+
+    inv = node()
+    pulled(inv["k8s.io"], "app:1", ["l-base", "l-1"])
+    pulled(inv["k8s.io"], "app:2", ["l-base", "l-2"])
+    after = node()
+    after["k8s.io"] = dict(inv["k8s.io"], content={d: i for d, i in inv["k8s.io"]["content"].items() if not d.startswith("l-")})
+    reads = [inv, after]
+    monkeypatch.setattr(_storage_gc, "read_imagefs", lambda client: [{"kind": "image", "mountpoint": str(tmp_path)}])
+    monkeypatch.setattr(_storage_gc._inventory, "read", lambda api: reads.pop(0))
+    monkeypatch.setattr(_storage_gc._inventory, "fill_usage", lambda api, inv, wanted: None)
+    monkeypatch.setattr(_storage_gc, "ContainerdClient", _LabelApi)
+    monkeypatch.setenv("KUBENODE_GC_LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(_storage_gc.time, "time_ns", lambda: NOW)
+    _LabelApi.calls = []
+    _LabelApi.fail_on = None
+
+
+def test_discard_removes_each_manifests_layer_references_in_one_update_and_lets_containerd_collect(monkeypatch, tmp_path):
+    _layer_node(monkeypatch, tmp_path)
+    check = _storage_gc.run(_StatusCri(), sgc(discard_unpacked_layers=True), check_mode=True)
+    assert _LabelApi.calls == [] and check["changed"] is False
+    assert [(s["kind"], s["id"], s["images"]) for s in check["plan"]] == [
+        ("layer_blob", "l-1", ["app:1"]), ("layer_blob", "l-2", ["app:2"]), ("layer_blob", "l-base", ["app:1", "app:2"])]
+    assert set(check["plan"][0]) == {"kind", "namespace", "id", "bytes", "images"}  # the references are not shown
+    _layer_node(monkeypatch, tmp_path)
+    result = _storage_gc.run(_StatusCri(), sgc(discard_unpacked_layers=True))
+    L = "containerd.io/gc.ref.content.l."
+    assert _LabelApi.calls == [("labels", "k8s.io", "m-app:1", (L + "0", L + "1")), ("labels", "k8s.io", "m-app:2", (L + "0", L + "1")),
+                               ("gc", "k8s.io")]
+    assert result["changed"] is True and result["removed"] == check["plan"] and result["warnings"] == []
+
+
+def test_discard_stopped_by_a_failure_says_changed_when_a_manifest_lost_its_references(monkeypatch, tmp_path):
+    _layer_node(monkeypatch, tmp_path)
+    _LabelApi.fail_on = "m-app:2"
+    with pytest.raises(KubenodeGcError) as err:
+        _storage_gc.run(_StatusCri(), sgc(discard_unpacked_layers=True))
+    assert str(err.value).startswith("storage_gc stopped at the layer references of manifest m-app:2 in namespace k8s.io: containerd at")
+    assert err.value.result["changed"] is True and ("gc", "k8s.io") not in _LabelApi.calls
+
+
+def test_discard_without_a_known_snapshotter_removes_nothing_and_says_why(monkeypatch, tmp_path):
+    _layer_node(monkeypatch, tmp_path)
+
+    class Cri(_StatusCri):
+        def status(self, verbose=True):
+            from types import SimpleNamespace
+            return SimpleNamespace(info={})
+
+    result = _storage_gc.run(Cri(), sgc(discard_unpacked_layers=True))
+    assert result["plan"] == [] and result["changed"] is False and _LabelApi.calls == []
+    assert "does not say which snapshotter its CRI unpacks images into" in result["warnings"][0]

@@ -3,8 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """module_utils's layout: one folder per concern, imports that point down only, no cycle, no crowded folder.
 
-The layers, lowest first (docs/development.md): the shared top (files directly in module_utils), cri/, containerd/,
-then gc/, storage/ and config/ side by side, then node/. A module imports its own folder, the shared top and the
+The layers, lowest first (docs/development.md): the shared top (files directly in module_utils), cri/ and docker/ side
+by side, containerd/, then gc/, storage/ and config/ side by side, then node/. A module imports its own folder, the shared top and the
 layers below its own; nothing in module_utils imports node/. The test reads every import statement (also those inside
 functions) with ast, so a lazy import cannot hide an upward one.
 """
@@ -22,11 +22,12 @@ TOP = ""
 MAY_IMPORT = {
     TOP: set(),
     "cri": {TOP},
+    "docker": {TOP},
     "containerd": {TOP, "cri"},
-    "gc": {TOP, "cri", "containerd"},
-    "storage": {TOP, "cri", "containerd"},
-    "config": {TOP, "cri", "containerd"},
-    "node": {TOP, "cri", "containerd", "gc", "storage", "config"},
+    "gc": {TOP, "cri", "containerd", "docker"},
+    "storage": {TOP, "cri", "containerd", "docker"},
+    "config": {TOP, "cri", "containerd", "docker"},
+    "node": {TOP, "cri", "containerd", "docker", "gc", "storage", "config"},
 }
 MAX_MODULES = 12
 
