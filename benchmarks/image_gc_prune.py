@@ -233,8 +233,6 @@ def _ms(values):
 def _list(values, digits=2):
     return "[" + ", ".join("%.*f" % (digits, v) for v in values) + "]"
 
-    return "[" + ", ".join("%.2f" % v for v in values) + "]"
-
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
