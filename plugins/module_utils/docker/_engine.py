@@ -27,8 +27,8 @@ import re
 from ansible_collections.kubenode.gc.plugins.module_utils import _daemons
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DEFAULT_ENDPOINT, DockerApiError, DockerClient
+from ansible_collections.kubenode.gc.plugins.module_utils.docker._names import RUNTIME_NAME, is_docker  # noqa: F401  pylint: disable=unused-import
 
-RUNTIME_NAME = "docker"  # the runtime_name cri-dockerd reports over CRI
 KUBERNETES_LABEL_PREFIX = "io.kubernetes."
 DOCKER_HOST_ENV = "DOCKER_HOST"
 # Docker's container states -> the CRI's (a paused or restarting container holds its image as a running one does)
@@ -36,11 +36,6 @@ STATES = {"running": "running", "paused": "running", "restarting": "running", "c
           "removing": "unknown"}
 # what Docker answers when an image a container uses is removed without force; the container's (short) id is group 1
 CONFLICT = re.compile(r"conflict: unable to (?:remove|delete) .*?(?:running|stopped)? ?container ([0-9a-f]{12,64})")
-
-
-def is_docker(runtime_name):
-    """Whether a CRI runtime name is cri-dockerd's."""
-    return (runtime_name or "").lower() == RUNTIME_NAME
 
 
 def docker_endpoint(cri_socket_path, environ=None):

@@ -1,0 +1,18 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubenode.gc contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# This file is private to the kubenode.gc collection; it is not a public API.
+
+"""Whether the CRI runtime is cri-dockerd, apart from the Docker Engine's client (_engine): a run on another runtime
+asks without importing the client (http.client) or the /proc reading it needs. No I/O."""
+
+from __future__ import annotations
+
+RUNTIME_NAME = "docker"  # the runtime_name cri-dockerd reports over CRI
+
+
+def is_docker(runtime_name):
+    """Whether a CRI runtime name is cri-dockerd's."""
+    return (runtime_name or "").lower() == RUNTIME_NAME
