@@ -71,7 +71,10 @@ def cri_images(runtime):
 
 
 def test_unpacked_images_layer_blobs_are_counted_and_freed(ansible, runtime):
-    if runtime.kind in ("cri-o", "docker"):
+    if runtime.kind == "docker":
+        _docker(ansible, runtime)
+        return
+    if runtime.kind == "cri-o":
         _crio(ansible, runtime)
         return
     mount = runtime.imagefs_mountpoint
@@ -148,10 +151,26 @@ def _crio(ansible, runtime):
     assert cri_images(runtime) == images
 
 
+def _docker(ansible, runtime):
+    """Docker Engine (20.10's graph drivers) keeps no compressed copy of a layer either: disk_usage has Docker's categories
+    (none of them unpacked_layer_blobs), and storage_gc's discard_unpacked_layers says it does nothing there and changes nothing."""
+    runtime.pull_images(PULLED[:1])
+    usage = run(ansible, runtime, "kubenode.gc.disk_usage", check=True)
+    assert "unpacked_layer_blobs" not in usage["categories"] and "build_cache" in usage["categories"]
+    images = cri_images(runtime)
+    for check in (True, False):
+        res = run(ansible, runtime, "kubenode.gc.storage_gc", check=check, **DISCARD)
+        assert res["supported"] is True and res["changed"] is False and res["plan"] == [] and res["removed"] == []
+        assert "discard_unpacked_layers apply to containerd and do nothing on Docker Engine (cri-dockerd)." in res["warnings"]
+    assert cri_images(runtime) == images
+
+
 def test_discard_unpacked_layers_in_the_config_applies_to_new_pulls(ansible, runtime):
     """runtime_config writes discard_unpacked_layers where this containerd reads it; after a restart a pulled image leaves
     no layer blob, its containers start, and disk_usage and storage_gc have nothing to add."""
-    if runtime.kind in ("cri-o", "docker"):
+    if runtime.kind == "docker":
+        return  # runtime_config never edits dockerd's configuration (test_docker.py)
+    if runtime.kind == "cri-o":
         res = ansible.module("kubenode.gc.runtime_config", dict(runtime="crio", settings={"discard_unpacked_layers": True}, query_runtime=False))
         assert res.get("failed") and "Unknown settings key discard_unpacked_layers for runtime crio" in res["msg"]
         return
