@@ -194,9 +194,31 @@ def untrusted_message(item, what):
             "root-owned executable no one else may write." % (item.pid, item.name, uid, item.exe or "an unreadable executable", what, item.why))
 
 
+def _systemd_cgroups(pid):
+    """{hierarchy: path} of ``pid``'s systemd cgroups: cgroup v2's (key "") and v1's name=systemd hierarchy."""
+    found = {}
+    for line in (_read(os.path.join(PROC, str(pid), "cgroup")) or b"").decode("utf-8", "replace").splitlines():
+        _hierarchy, sep, rest = line.partition(":")
+        controllers, sep2, path = rest.partition(":")
+        if sep and sep2 and controllers in ("", "name=systemd"):
+            found[controllers] = path
+    return found
+
+
+def _systemd_root(hierarchy):
+    """Where the node's systemd has its root in ``hierarchy``: pid 1's cgroup without its init.scope. "" on a host; the
+    container's own cgroup on a node that is a container seen through the host's cgroup namespace (``--cgroupns host``,
+    as kind and these tests' node containers run), where the units are at /docker/<id>/system.slice/<unit>."""
+    path = _systemd_cgroups(1).get(hierarchy, "")
+    if path.endswith("/init.scope"):
+        path = path[:-len("/init.scope")]
+    return path.rstrip("/")
+
+
 def unit_of(pid):
     """The systemd unit whose cgroup holds ``pid`` (kubelet.service, ...), or None: the first component after
-    /system.slice/ of its systemd cgroup (cgroup v2's ``0::`` line, v1's ``name=systemd`` hierarchy).
+    /system.slice/ of its systemd cgroup (cgroup v2's ``0::`` line, v1's ``name=systemd`` hierarchy), below the node's
+    systemd root (_systemd_root: pid 1's).
 
     Why the cgroup and not ``systemctl show -p MainPID``: the kernel lets only root move a process into a cgroup of
     /system.slice (its cgroup.procs files are root's) and systemd puts every process of a system unit there, so the
@@ -204,11 +226,10 @@ def unit_of(pid):
     it needs no binary to run (no systemctl whose owner and PATH would need checking, none in the gc_timer's sandbox)
     and no D-Bus; and it also names the kubelet that k0s and RKE2 start as a child of their unit's main process, whose
     MainPID is their supervisor. Where the unit starts the daemon itself, the daemon is its MainPID."""
-    for line in (_read(os.path.join(PROC, str(pid), "cgroup")) or b"").decode("utf-8", "replace").splitlines():
-        _hierarchy, sep, rest = line.partition(":")
-        controllers, sep2, path = rest.partition(":")
-        if sep and sep2 and controllers in ("", "name=systemd") and path.startswith(SYSTEM_SLICE):
-            unit = path[len(SYSTEM_SLICE):].split("/", 1)[0]
+    for hierarchy, path in sorted(_systemd_cgroups(pid).items()):
+        prefix = _systemd_root(hierarchy) + SYSTEM_SLICE
+        if path.startswith(prefix):
+            unit = path[len(prefix):].split("/", 1)[0]
             if unit:
                 return unit
     return None

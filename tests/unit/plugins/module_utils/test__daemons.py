@@ -197,6 +197,14 @@ def test_the_kubelet_its_unit_runs_is_preferred(tmp_path, monkeypatch):
     assert _daemons.kubelet_process().pid == 40
     proc.add(30, ["/var/lib/rancher/rke2/bin/kubelet"], cgroup="/system.slice/rke2-agent.service")  # RKE2 starts it as a child of its unit
     assert _daemons.kubelet_process().pid == 30
+    # a node that is a container seen through the host's cgroup namespace (kind; --cgroupns host): its systemd's root is
+    # pid 1's cgroup without init.scope, and its units are below it; a cgroup outside that root is no unit of this node
+    os.makedirs(os.path.join(str(tmp_path), "1"), exist_ok=True)
+    with open(os.path.join(str(tmp_path), "1", "cgroup"), "w", encoding="utf-8") as f:
+        f.write("1:name=systemd:/docker/abc/init.scope\n0::/docker/abc/init.scope\n")
+    with open(os.path.join(str(tmp_path), "40", "cgroup"), "w", encoding="utf-8") as f:
+        f.write("1:name=systemd:/docker/abc/system.slice/kubelet.service\n")
+    assert _daemons.unit_of(40) == "kubelet.service" and _daemons.unit_of(30) is None
     assert set(_daemons.KUBELET_UNITS) >= {
         "kubelet.service", "snap.microk8s.daemon-kubelite.service", "k0sworker.service", "k3s.service", "k3s-agent.service", "rke2-server.service",
         "rke2-agent.service"}
