@@ -219,7 +219,8 @@ class EmbeddedCrio(EmbeddedRuntime):
 
     def image_refs(self):
         images = json.loads(self.crictl("images", "-o", "json"))["images"]
-        return {"ids": {img["id"] for img in images}, "tags": {t for img in images for t in img.get("repoTags") or []}}
+        return {"ids": {img["id"] for img in images}, "tags": {t for img in images for t in img.get("repoTags") or []},
+                "digests": {d for img in images for d in img.get("repoDigests") or []}}
 
     def container_ids(self):
         containers = json.loads(self.crictl("ps", "-a", "-o", "json"))["containers"]

@@ -13,20 +13,38 @@ the same helpers as the embedded runtimes (``NodeContainer`` is an
 the node over the ``community.docker.docker`` connection.  ``make_node()`` picks
 the class by runtime name.
 
+Images reach a node as they reach a Kubernetes node: pulled through its CRI's PullImage (``pull_images``, the harness's
+CRI client on the shared socket) from the harness's registry (devtools.registry). A node container cannot reach this
+machine's loopback, where the registry listens: ``devtools.netrelay`` runs in the node's network namespace (``nsenter
+--net``) and serves ``REGISTRY_ADDRESS`` there, passing every connection to the registry's unix socket (to its
+DockerPullProxy on a Docker node), as the embedded dockerd reaches it. Before the node boots, the harness writes each
+runtime's mirror configuration into the container (``docker create``, ``docker cp``, then ``docker start``), where the
+storage roles and their drift checks do not look: containerd's ``certs.d`` (with ``config_path`` added to its
+config.toml), a cri-o ``registries.conf.d`` drop-in, dockerd's ``registry-mirrors``/``insecure-registries`` and a
+``docker.service`` drop-in naming the proxy. ``import_images`` (ctr import, skopeo into containers-storage, docker load)
+stays for tests about imports.
+
 The Docker engine needs ``ensure_dockerd()`` on a machine where nothing starts it.
 """
 
+import io
+import json
 import os
 import shlex
 import shutil
 import subprocess
+import sys
+import tarfile
 import tempfile
 import time
+import tomllib
 
 from .containerd import SANDBOX_IMAGE, EmbeddedContainerd, parse_size
 from .crio import EmbeddedCrio, _qualified
 from .dockerd import EmbeddedCriDockerd
 from .fetch import containerd_bin_dir, shared_runtimes_dir
+from .registry import DOCKER_PROXY_ADDRESS
+from .runtime import kill
 
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriError
 
@@ -49,6 +67,14 @@ RUN_FLAGS = [
     "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
     "--tmpfs", "/run:mode=0755", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
 ]
+
+
+# where a node reaches the harness's registry, in its own network namespace (devtools.netrelay); the embedded dockerd's
+# address for the same purpose
+REGISTRY_ADDRESS = DOCKER_PROXY_ADDRESS
+# where a containerd node's registry hosts (certs.d) are; config_path is added to its config.toml
+CERTS_D = "/etc/containerd/certs.d"
+HARNESS_NOTE = "written by devtools.nodes: pulls go through the test harness's registry (devtools.registry)"
 
 
 def docker(*args, check=True, capture=True):
@@ -99,6 +125,63 @@ def node_image(runtime=DEFAULT_RUNTIME):
     return node_images([runtime])[runtime]
 
 
+def read_file(container, path):
+    """(text, mode) of the file ``path`` of ``container`` (created or running), read with ``docker cp``."""
+    out = subprocess.run(["docker", "cp", "%s:%s" % (container, path), "-"], capture_output=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError("docker cp %s:%s failed (%d): %s" % (container, path, out.returncode, out.stderr.decode(errors="replace").strip()))
+    with tarfile.open(fileobj=io.BytesIO(out.stdout)) as tar:
+        member = tar.next()
+        return tar.extractfile(member).read().decode(), member.mode
+
+
+def write_files(container, files):
+    """Write ``files`` ({absolute path: (text, mode)}) into ``container`` (created or running), owned by root, with one
+    ``docker cp``; missing directories are made (root, 0755)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for path, (text, mode) in sorted(files.items()):
+            data = text.encode()
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    out = subprocess.run(["docker", "cp", "-", "%s:/" % container], input=buf.getvalue(), capture_output=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError("docker cp into %s failed (%d): %s" % (container, out.returncode, out.stderr.decode(errors="replace").strip()))
+
+
+def with_config_path(text, section, path=CERTS_D):
+    """containerd's config.toml ``text`` with ``config_path = path`` in the table ``[<section>.registry]``, inserted with
+    the section's other tables (where the CRI plugin's images are configured: ``section``)."""
+    lines = text.splitlines(keepends=True)
+    headers = [(i, line.strip().strip("[]")) for i, line in enumerate(lines) if line.lstrip().startswith("[")]
+    if any(name.startswith(section + ".registry") for _i, name in headers):
+        raise RuntimeError("the node's config.toml configures [%s.registry] already: the harness's mirrors would not apply" % section)
+    inside = [i for i, name in headers if name == section or name.startswith(section + ".")]
+    if not inside:
+        raise RuntimeError("the node's config.toml has no [%s] table" % section)
+    after = [i for i, name in headers if i > inside[0] and not (name == section or name.startswith(section + "."))]
+    at = after[0] if after else len(lines)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    block = ["  # %s\n" % HARNESS_NOTE, "  [%s.registry]\n" % section, '    config_path = "%s"\n' % path] + (["\n"] if after else [])
+    result = "".join(lines[:at] + block + lines[at:])
+    parsed = tomllib.loads(result)
+    for key in _toml_path(section) + ["registry", "config_path"]:
+        parsed = parsed[key]
+    if parsed != path:
+        raise RuntimeError("config_path did not land in [%s.registry]" % section)
+    return result
+
+
+def _toml_path(section):
+    """['plugins', 'io.containerd.grpc.v1.cri'] of 'plugins."io.containerd.grpc.v1.cri"'."""
+    keys = []
+    for i, piece in enumerate(section.split('"')):
+        keys += [piece] if i % 2 else [key for key in piece.split(".") if key]
+    return keys
+
+
 class _DockerNode:
     """What every node container shares: start it, reach it, stop it.  Mixed in before the runtime's class."""
 
@@ -112,6 +195,7 @@ class _DockerNode:
         self.group = group
         self.pod_logs = "/var/log/pods"
         self.mounts = {self.socket_dir: os.path.join(self.workdir, "run"), "/var/log/pods": os.path.join(self.workdir, "pods")}
+        self.registry_relay = None
 
     @staticmethod
     def _workdir(name):
@@ -129,20 +213,43 @@ class _DockerNode:
         raise NotImplementedError
 
     def boot(self):
-        """What to do once the node answers CRI, before the sandbox image is imported."""
+        """What to do once the node answers CRI, before the sandbox image is pulled."""
+
+    def node_files(self):
+        """{path: (text, mode)} written into the created container before it boots: the runtime's mirror configuration."""
+        raise NotImplementedError
+
+    def registry_socket(self):
+        """The unix socket on this machine the node's relay passes its connections to."""
+        return self.registry.unix_socket()
 
     def start(self, timeout=60):
         for d in self.mounts.values():
             os.makedirs(d, exist_ok=True)
         docker("rm", "-f", self.name, check=False)
-        args = ["run", "-d", "--name", self.name, "--hostname", self.name, "--label", "%s=%s" % (LABEL, self.group)] + RUN_FLAGS + self.run_args()
+        args = ["create", "--name", self.name, "--hostname", self.name, "--label", "%s=%s" % (LABEL, self.group)] + RUN_FLAGS + self.run_args()
         for inside, outside in self.mounts.items():
             args += ["-v", "%s:%s" % (outside, inside)]
         docker(*(args + [self.image]))
+        write_files(self.name, self.node_files())
+        docker("start", self.name)
+        self.start_registry_relay()
         self.wait_for_cri(timeout)
         self.boot()
-        self.import_images([self.sandbox_spec()])
+        self.seed_sandbox_image()
         return self
+
+    def start_registry_relay(self):
+        """devtools.netrelay in the node's network namespace: REGISTRY_ADDRESS there is the harness's registry."""
+        pid = int(docker("inspect", "-f", "{{.State.Pid}}", self.name).strip())
+        env = dict(os.environ, PYTHONPATH=REPO + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
+        with open(os.path.join(self.workdir, "relay.log"), "ab") as log:
+            self.registry_relay = subprocess.Popen(
+                ["nsenter", "--net=/proc/%d/ns/net" % pid, "--", sys.executable, "-m", "devtools.netrelay", REGISTRY_ADDRESS, self.registry_socket(),
+                 self.workdir, str(pid)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, start_new_session=True, env=env)
+        if self.registry_relay.stdout.readline().strip() != b"listening":
+            raise RuntimeError("the relay to the registry did not start in node %s; see %s" % (self.name, os.path.join(self.workdir, "relay.log")))
+        self.registry_relay.stdout.close()
 
     def wait_for_cri(self, timeout=60):
         deadline = time.time() + timeout
@@ -195,6 +302,9 @@ class _DockerNode:
         if self._client is not None:
             self._client.close()
             self._client = None
+        if self.registry_relay is not None:
+            kill(self.registry_relay.pid)
+            self.registry_relay = None
         docker("rm", "-f", self.name, check=False)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -202,7 +312,9 @@ class _DockerNode:
 class NodeContainer(_DockerNode, EmbeddedContainerd):
     """A containerd node (``runtime`` containerd-1.6, -1.7 or -2); the CRI helpers act on its containerd.
 
-    Images are imported with the ``ctr`` of the node's own containerd build, from here."""
+    Its containerd pulls every upstream host from the harness's registry: ``config_path`` in its config.toml names
+    ``/etc/containerd/certs.d``, one ``hosts.toml`` per host. ``import_images`` imports with the ``ctr`` of the node's own
+    containerd build, from here."""
 
     service = "containerd"
     socket_dir = "/run/containerd"
@@ -222,13 +334,25 @@ class NodeContainer(_DockerNode, EmbeddedContainerd):
     def run_args(self):
         return ["--tmpfs", "%s:size=%d,mode=0711" % (self.imagefs_root, parse_size(self.imagefs_size))]
 
+    def node_files(self):
+        text, mode = read_file(self.name, "/etc/containerd/config.toml")
+        section = 'plugins."io.containerd.cri.v1.images"' if self.major >= 2 else 'plugins."io.containerd.grpc.v1.cri"'
+        files = {"/etc/containerd/config.toml": (with_config_path(text, section), mode)}
+        with tempfile.TemporaryDirectory(dir=self.workdir) as tmp:
+            self.registry.containerd_hosts_dir(tmp, address=REGISTRY_ADDRESS)
+            for host in sorted(os.listdir(tmp)):
+                with open(os.path.join(tmp, host, "hosts.toml"), encoding="utf-8") as f:
+                    files["%s/%s/hosts.toml" % (CERTS_D, host)] = ("# %s\n%s" % (HARNESS_NOTE, f.read()), 0o644)
+        return files
+
 
 class CrioNode(_DockerNode, EmbeddedCrio):
     """A cri-o node: the node image's crio.service with the cri-o binaries mounted at /opt/cri-o/bin.
 
     Its storage is split as on the embedded cri-o: images in an ``imagestore`` on a tmpfs of
-    ``imagefs_size`` (the image filesystem), containers in the graphroot on another tmpfs.
-    Images get in with the node's skopeo, from archives in the work directory (mounted in the node)."""
+    ``imagefs_size`` (the image filesystem, in storage.conf before cri-o starts), containers in the graphroot on another
+    tmpfs. cri-o pulls every upstream host from the harness's registry (a drop-in of /etc/containers/registries.conf.d);
+    ``import_images`` copies with the node's skopeo, from archives in the work directory (mounted in the node)."""
 
     service = "crio"
     socket_dir = "/run/crio"
@@ -261,11 +385,18 @@ class CrioNode(_DockerNode, EmbeddedCrio):
             "-v", "%s:%s" % (self.workdir, self.shared),
         ]
 
-    def boot(self):
-        """Give the node's storage.conf the imagestore, then restart cri-o on it."""
-        self.exec("sed", "-i", r'/^graphroot/a imagestore = "%s"' % self.imagestore, "/etc/containers/storage.conf")
-        self.systemctl("restart")
-        self.wait_for_cri()
+    def node_files(self):
+        """The imagestore in the node's storage.conf (after its graphroot line) and the registries.conf.d drop-in."""
+        text, mode = read_file(self.name, "/etc/containers/storage.conf")
+        lines = text.splitlines(keepends=True)
+        graphroot = [i for i, line in enumerate(lines) if line.startswith("graphroot")]
+        if not graphroot:
+            raise RuntimeError("the node's storage.conf has no graphroot line to put the imagestore after")
+        lines.insert(graphroot[0] + 1, 'imagestore = "%s"\n' % self.imagestore)
+        with tempfile.TemporaryDirectory(dir=self.workdir) as tmp:
+            with open(self.registry.registries_conf(os.path.join(tmp, "registries.conf"), address=REGISTRY_ADDRESS, search=False), encoding="utf-8") as f:
+                mirrors = "# %s\n%s" % (HARNESS_NOTE, f.read())
+        return {"/etc/containers/storage.conf": ("".join(lines), mode), "/etc/containers/registries.conf.d/50-kubenode-gc-registry.conf": (mirrors, 0o644)}
 
     def load_archive(self, path, specs):
         inside = self.shared + path[len(self.workdir):]
@@ -279,8 +410,11 @@ class CrioNode(_DockerNode, EmbeddedCrio):
 class DockerNode(_DockerNode, EmbeddedCriDockerd):
     """A Docker Engine node: the node image's docker.service (Debian 12's docker.io, on the node's containerd, its data
     root /var/lib/docker on a tmpfs of ``imagefs_size``) and cri-dockerd.service with cri-dockerd mounted from the shared
-    runtimes at /opt/cri-o/bin. Its CRI socket directory is shared with this machine; images get in with the node's own
-    ``docker load``, from archives in the work directory (mounted in the node)."""
+    runtimes at /opt/cri-o/bin. Its CRI socket directory is shared with this machine. dockerd pulls from the harness's
+    registry through its DockerPullProxy (devtools.registry), as the embedded dockerd does: ``registry-mirrors`` and
+    ``insecure-registries`` in daemon.json, the proxy in a ``docker.service`` drop-in; ``pull_with_docker`` pulls with
+    the node's docker CLI (an image for a container outside Kubernetes). ``import_images`` runs the node's own ``docker
+    load``, from archives in the work directory (mounted in the node)."""
 
     service = "cri-dockerd"
     socket_dir = "/run/cri-dockerd"
@@ -309,6 +443,26 @@ class DockerNode(_DockerNode, EmbeddedCriDockerd):
             "-v", "%s:%s" % (self.workdir, self.shared),
         ]
 
+    def registry_socket(self):
+        return self.registry.docker_proxy().socket
+
+    def node_files(self):
+        text, mode = read_file(self.name, "/etc/docker/daemon.json")
+        config, env = self.registry.docker_daemon_config(address=REGISTRY_ADDRESS)
+        daemon = dict(json.loads(text), **config)
+        dropin = "# %s\n[Service]\nEnvironment=%s\n" % (HARNESS_NOTE, " ".join('"%s=%s"' % kv for kv in sorted(env.items())))
+        return {"/etc/docker/daemon.json": (json.dumps(daemon, indent=2) + "\n", mode),
+                "/etc/systemd/system/docker.service.d/kubenode-gc-registry.conf": (dropin, 0o644)}
+
+    def pull_with_docker(self, specs):
+        """Push ``specs`` to the harness's registry and pull every tag with the node's docker CLI, as a user gets an image
+        for ``docker run``; return {first tag: image id}."""
+        ids = self.push_images(specs)
+        for spec in specs:
+            for tag in spec.tags:
+                self.docker("pull", "-q", tag)
+        return ids
+
     def docker(self, *args, check=True, env=None):
         """The node's own docker CLI; return stdout."""
         return self.exec(*(["env"] + ["%s=%s" % kv for kv in (env or {}).items()] + ["docker"] + list(args)), check=check)
@@ -317,8 +471,9 @@ class DockerNode(_DockerNode, EmbeddedCriDockerd):
         self.exec("docker", "load", "-q", "-i", self.shared + path[len(self.workdir):])
 
     def image_refs(self):
-        lines = self.exec("docker", "images", "--no-trunc", "--format", "{{.ID}} {{.Repository}}:{{.Tag}}").split()
-        return {"ids": set(lines[0::2]), "tags": {_qualified(t) for t in lines[1::2] if not t.startswith("<none>")}}
+        fields = self.exec("docker", "images", "--digests", "--no-trunc", "--format", "{{.ID}} {{.Repository}}:{{.Tag}} {{.Repository}}@{{.Digest}}").split()
+        return {"ids": set(fields[0::3]), "tags": {_qualified(t) for t in fields[1::3] if not t.startswith("<none>")},
+                "digests": {_qualified(d) for d in fields[2::3] if not d.startswith("<none>") and not d.endswith("@<none>")}}
 
     def container_ids(self):
         return set(self.exec("docker", "ps", "-aq", "--no-trunc").split())

@@ -46,6 +46,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from . import netrelay
+
 REGISTRY_BIN = os.environ.get("KUBENODE_GC_REGISTRY_BIN", "/usr/bin/docker-registry")
 SKOPEO = "skopeo"
 
@@ -85,6 +87,7 @@ class Registry:
         self.pushed = {}  # tag -> config digest of what the registry holds under that tag
         self._lock = threading.Lock()
         self._docker_proxy = None
+        self._unix_relay = None
 
     @property
     def address(self):
@@ -117,9 +120,10 @@ class Registry:
         raise RuntimeError("docker-registry did not start; see %s" % os.path.join(self.workdir, "registry.log"))
 
     def stop(self, keep_storage=False):
-        if self._docker_proxy is not None:
-            self._docker_proxy.stop()
-            self._docker_proxy = None
+        for server in (self._docker_proxy, self._unix_relay):
+            if server is not None:
+                server.stop()
+        self._docker_proxy = self._unix_relay = None
         if self.proc is not None:
             if self.proc.poll() is None:
                 self.proc.terminate()
@@ -154,25 +158,47 @@ class Registry:
         with self._lock:
             self.pushed[tag] = digest
 
+    def digest(self, tag):
+        """The digest of the manifest the registry serves for ``tag`` (what a pull records as the image's repo digest)."""
+        host, repo, ref = split_ref(tag)
+        request = urllib.request.Request("http://%s/v2/%s/%s/manifests/%s" % (self.address, host, repo, ref), method="HEAD", headers={
+            "Accept": "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.headers["Docker-Content-Digest"]
+
     # -- what a runtime needs to pull from it ----------------------------------------------------
 
-    def containerd_hosts_dir(self, directory, hosts=DEFAULT_HOSTS):
-        """Write containerd's ``certs.d`` tree (one ``hosts.toml`` per upstream host) into ``directory``; return it."""
+    def containerd_hosts_dir(self, directory, hosts=DEFAULT_HOSTS, address=None):
+        """Write containerd's ``certs.d`` tree (one ``hosts.toml`` per upstream host) into ``directory``; return it.
+
+        ``address``: where the runtime reaches the registry (a node's relay, devtools.nodes), if not at its own."""
         for host in hosts:
             os.makedirs(os.path.join(directory, host), exist_ok=True)
             with open(os.path.join(directory, host, "hosts.toml"), "w", encoding="utf-8") as f:
                 f.write('server = "https://%s"\n\n[host."http://%s/v2/%s"]\n  capabilities = ["pull", "resolve"]\n  override_path = true\n'
-                        % (host, self.address, host))
+                        % (host, address or self.address, host))
         return directory
 
-    def registries_conf(self, path, hosts=DEFAULT_HOSTS):
-        """Write a containers-registries.conf(5) mirroring every upstream host to the registry; return ``path``."""
+    def registries_conf(self, path, hosts=DEFAULT_HOSTS, address=None, search=True):
+        """Write a containers-registries.conf(5) mirroring every upstream host to the registry; return ``path``.
+
+        ``address`` as for ``containerd_hosts_dir``; without ``search`` the file holds the mirrors alone (a drop-in of
+        registries.conf.d, which leaves the node's own search settings alone)."""
         with open(path, "w", encoding="utf-8") as f:
             f.write("# written by devtools.registry: every host below is served by the harness's registry\n")
-            f.write('unqualified-search-registries = ["docker.io"]\nshort-name-mode = "permissive"\n')
+            if search:
+                f.write('unqualified-search-registries = ["docker.io"]\nshort-name-mode = "permissive"\n')
             for host in hosts:
-                f.write('\n[[registry]]\nprefix = "%s"\nlocation = "%s/%s"\ninsecure = true\n' % (host, self.address, host))
+                f.write('\n[[registry]]\nprefix = "%s"\nlocation = "%s/%s"\ninsecure = true\n' % (host, address or self.address, host))
         return path
+
+    def unix_socket(self):
+        """A unix socket in front of the registry, byte for byte (started on first use, stopped with the registry): a node
+        container's relay (devtools.netrelay, in the node's network namespace) reaches the registry through it."""
+        with self._lock:
+            if self._unix_relay is None:
+                self._unix_relay = _UnixRelay(os.path.join(self.workdir, "registry.sock"), ("127.0.0.1", self.port)).start()
+            return self._unix_relay.socket
 
     def docker_proxy(self):
         """The DockerPullProxy in front of this registry (started on first use, stopped with the registry)."""
@@ -275,6 +301,39 @@ class DockerPullProxy:
         self.server.registry = self.registry
         self.thread = threading.Thread(target=self.server.serve_forever, name="docker-pull-proxy", daemon=True)
         self.thread.start()
+        return self
+
+    def stop(self):
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+
+class _RelayHandler(socketserver.BaseRequestHandler):
+    def handle(self):
+        try:
+            upstream = socket.create_connection(self.server.target, timeout=120)
+        except OSError:
+            return
+        upstream.settimeout(None)
+        netrelay.pump_both(self.request, upstream)
+
+
+class _UnixRelay:
+    """A unix socket whose every connection is passed, byte for byte, to ``target`` (host, port) on this machine."""
+
+    def __init__(self, path, target):
+        self.socket = path
+        self.target = target
+        self.server = None
+
+    def start(self):
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
+        self.server = _ProxyServer(self.socket, _RelayHandler)
+        self.server.target = self.target
+        threading.Thread(target=self.server.serve_forever, name="registry-unix-relay", daemon=True).start()
         return self
 
     def stop(self):

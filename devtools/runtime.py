@@ -357,6 +357,20 @@ class EmbeddedRuntime:
         PullImage, as the kubelet does; return {first tag: image id as the CRI reports it}.
 
         The registry keeps what it was given: an image pushed before with the same content is not pushed again."""
+        ids = self.push_images(specs, parallel)
+        tags = [tag for spec in specs for tag in spec.tags]
+        client = self.pull_client()
+        try:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+                list(pool.map(lambda tag: client.pull_image(self.pull_ref(tag)), tags))
+        finally:
+            if client is not self.client:
+                client.close()
+        self.wait_for_images(tags)
+        return {tag: self.image_id(digest) for tag, digest in ids.items()}
+
+    def push_images(self, specs, parallel=4):
+        """Build ``specs`` (ImageSpec list) and push every tag to the harness's registry; return {first tag: config digest}."""
         fd, path = tempfile.mkstemp(prefix="images-", suffix=".tar", dir=self.workdir)
         os.close(fd)
         try:
@@ -367,15 +381,7 @@ class EmbeddedRuntime:
                 list(pool.map(lambda item: reg.push(path, item[0], item[1]), todo))
         finally:
             os.unlink(path)
-        client = self.pull_client()
-        try:
-            with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
-                list(pool.map(lambda item: client.pull_image(self.pull_ref(item[0])), todo))
-        finally:
-            if client is not self.client:
-                client.close()
-        self.wait_for_images([tag for spec in specs for tag in spec.tags])
-        return {tag: self.image_id(digest) for tag, digest in ids.items()}
+        return ids
 
     def pull_client(self):
         """The CRI client pulls go through (a pull of many layers may take longer than one list call)."""

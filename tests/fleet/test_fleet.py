@@ -12,8 +12,9 @@ node-c2 Docker Engine (Debian 12's docker.io) behind cri-dockerd 0.4.3, over the
         outside Kubernetes (docker run) whose image the cleanup must keep (named to come before node-d: the cleanup's
         waves of one node stop after node-d fails)
 
-Every node runs a pod whose running and exited containers use images that must survive.
-Where the runtimes differ (image ids, the image filesystem, the runtime pinning its sandbox
+Every node runs a pod whose running and exited containers use images that must survive. Every image reaches a node as
+on a Kubernetes node: pulled through its CRI's PullImage from the harness's registry (devtools.nodes), and the image
+outside Kubernetes with node-c2's docker CLI. Where the runtimes differ (image ids, the image filesystem, the runtime pinning its sandbox
 image) each node is held to its runtime's expectation. Without cri-o binaries
 (../shared/runtimes or KUBENODE_GC_CRIO_DIR) node-a runs containerd 1.6, and a loud line says so.
 The tests run in order: configure, audit, cleanup, check-mode cleanup.
@@ -89,17 +90,17 @@ def fill(node, percent):
 
     The first filler image measures what one costs on this runtime (containerd keeps the layer and its
     snapshot, cri-o the layer once); the next ones come in batches sized to most of what is left."""
-    node.import_images([ImageSpec("registry.example/app:1", size=2 * MIB), ImageSpec("registry.example/job:1", size=2 * MIB)])
+    node.pull_images([ImageSpec("registry.example/app:1", size=2 * MIB), ImageSpec("registry.example/job:1", size=2 * MIB)])
     pod = node.run_pod("web", namespace="prod", uid="uid-web-" + node.name)
     node.add_container(pod, "app", "registry.example/app:1", "running")
     node.add_container(pod, "job", "registry.example/job:1", "exited")
     n, per_image = 0, None
     now = usage(node)
-    # docker load unpacks an archive's layers beside the archive it keeps in the data root meanwhile: smaller batches
+    # dockerd downloads a pull's compressed layers into its data root before it unpacks them: smaller batches
     share = 0.35 if node.kind == "docker" else 0.7
     while now < percent:
         batch = 1 if not per_image else max(1, int((percent - now) * share / per_image))
-        node.import_images([ImageSpec("registry.example/old/tool-%d:1" % (n + i), size=3 * MIB, share_base=False) for i in range(1, batch + 1)])
+        node.pull_images([ImageSpec("registry.example/old/tool-%d:1" % (n + i), size=3 * MIB, share_base=False) for i in range(1, batch + 1)])
         n += batch
         before, now = now, usage(node)
         if per_image is None:
@@ -153,7 +154,7 @@ def fleet(tmp_path_factory, collections_path):
             node = add_node(fleet, name, "kgc-fleet-" + name, images[RUNTIMES[name]], RUNTIMES[name], "fleet",
                             kubelet=DRIFTED_KUBELET if name == "node-c" else KUBELET)
             if RUNTIMES[name] == "cri-dockerd":
-                node.import_images([ImageSpec(OUTSIDE_IMAGE, size=MIB)])
+                node.pull_with_docker([ImageSpec(OUTSIDE_IMAGE, size=MIB)])
                 node.exec("docker", "run", "-d", "--name", "ci-runner", "--network", "none", OUTSIDE_IMAGE,
                           "-c", "busybox head -c 1048576 /dev/urandom > /scratch; exec sleep 2147483647")
             node.filler_images = fill(node, percent)
@@ -162,6 +163,15 @@ def fleet(tmp_path_factory, collections_path):
     finally:
         for node in fleet.nodes.values():
             node.stop()
+
+
+def test_nodes_pulled_their_images(fleet):
+    """Each runtime's own tool (ctr, crictl, docker) lists the pod's image under the repo digest of the manifest the
+    harness's registry serves: it was pulled, not imported (an import records no such digest, or another one)."""
+    for name, node in fleet.nodes.items():
+        digests = node.image_refs()["digests"]
+        for tag in ("registry.example/app:1", "registry.example/job:1") + ((OUTSIDE_IMAGE,) if RUNTIMES[name] == "cri-dockerd" else ()):
+            assert "%s@%s" % (tag.rsplit(":", 1)[0], node.registry.digest(tag)) in digests, (name, tag, sorted(digests))
 
 
 @pytest.fixture(scope="module")

@@ -44,7 +44,7 @@ def fleet(tmp_path_factory, collections_path):
             if runtime == "cri-dockerd":
                 continue  # the Docker node is test_fleet.py's
             node = add_node(fleet, name, "kgc-listed-" + name, images[runtime], runtime, "listed")
-            node.import_images([ImageSpec([VULN, ALIAS] if name == "node-b" else VULN, size=MIB), ImageSpec(SAFE, size=MIB)])
+            node.pull_images([ImageSpec([VULN, ALIAS] if name == "node-b" else VULN, size=MIB), ImageSpec(SAFE, size=MIB)])
             if name in USED_ON:
                 node.add_container(node.run_pod("web", namespace="shop", uid="uid-web"), "app", VULN, "running")
             if name == "node-d":

@@ -73,8 +73,8 @@ def prepared_image():
 
 def fill(node, percent):
     """The pod and its images, the old frontend release, then unique unused images up to ``percent``."""
-    node.import_images([ImageSpec("registry.example/shop/frontend:2.4.1", size=MIB // 2), ImageSpec("registry.example/shop/frontend:2.3.0", size=MIB // 2),
-                        ImageSpec("registry.example/batch/report:2026.10", size=MIB // 2)])
+    node.pull_images([ImageSpec("registry.example/shop/frontend:2.4.1", size=MIB // 2), ImageSpec("registry.example/shop/frontend:2.3.0", size=MIB // 2),
+                      ImageSpec("registry.example/batch/report:2026.10", size=MIB // 2)])
     pod = node.run_pod("web", namespace="shop", uid="uid-web-" + node.name)
     node.add_container(pod, "frontend", "registry.example/shop/frontend:2.4.1", "running")
     node.add_container(pod, "report", "registry.example/batch/report:2026.10", "exited")
@@ -86,14 +86,14 @@ def top_up(node, percent):
     while usage(node) < percent:
         n += 1
         # small steps (the base layer is shared): about 2 % of the imagefs each
-        node.import_images([ImageSpec("registry.example/tools/%s-%d:1" % (node.name[-7:], n), size=MIB // 2)])
+        node.pull_images([ImageSpec("registry.example/tools/%s-%d:1" % (node.name[-7:], n), size=MIB // 2)])
 
 
 def start_node(name, image, workdir):
     node = NodeContainer("kgc-report-" + name, image, imagefs_size="48M", group="fleet-report")
     node.start()
     if name in ("node-01", "node-02", "node-03"):
-        node.import_images([ImageSpec(TRAINER, size=6 * MIB, share_base=False)])
+        node.pull_images([ImageSpec(TRAINER, size=6 * MIB, share_base=False)])
     fill(node, NODES[name])
     high, low = (95, 90) if name in ("node-08", "node-09") else (HIGH, LOW)
     node.exec("mkdir", "-p", "/var/lib/kubelet")

@@ -14,7 +14,7 @@ ssh-b  containerd 1.6
 
 ``configure`` runs once (it installs the Python libraries with apt over SSH and sudo). Then the
 same sequence runs twice, with pipelining on and with it off, from the same runtime state (the
-images the first cleanup removed are imported again, byte for byte, and its ledger and history
+images the first cleanup removed are pulled again, byte for byte, and its ledger and history
 are removed): ``audit``, ``cleanup
 --check``, ``cleanup``. The results must be the same as what the runtime itself says (this
 harness reads it over CRI, locally) and the same in both modes: the report's node figures, what
@@ -138,7 +138,7 @@ def modes(ssh_fleet):
         fleet = ssh_fleet
         if start is not None:  # bring back what the previous mode's cleanup removed, and forget it ran (ledger, history)
             for name, node in fleet.nodes.items():
-                node.import_images(fillers(node))
+                node.pull_images(fillers(node))
                 node.exec("rm", "-rf", "/var/lib/kubenode-gc")
                 assert image_ids(node) == start[name][0]
         start = _state(fleet)
