@@ -217,7 +217,9 @@ def test_runtime_killed_mid_native_prune_reports_only_what_is_gone(runtime, tmp_
     gone = before - set(cri_images(runtime))
     removed = {r["id"] for r in result["removed"]}
     assert message.startswith("The run stopped after %d image(s) were removed" % len(removed))
-    assert result["changed"] is True and removed
+    # records were deleted: changed, even when none of the ten Deletes the runtime answered finished an image (the proxy
+    # serves the 512 in flight from 16 threads, so which records those ten are depends on the scheduling)
+    assert result["changed"] is True
     assert removed <= gone and gone <= removed | set(result["unconfirmed"])
     assert [e["id"] for e in result["errors"]] == [""] and "unavailable" in result["errors"][0]["msg"]
     with open(ledger, encoding="utf-8") as f:
