@@ -37,6 +37,7 @@ TREE="" IMAGES_PID=""
 finish() {
   [ -n "$TREE" ] && rm -rf "$TREE"
   [ -n "$IMAGES_PID" ] && kill -- "$IMAGES_PID" 2>/dev/null && wait "$IMAGES_PID" 2>/dev/null
+  [ -n "${MATRIX_PID:-}" ] && pkill -P "$MATRIX_PID" 2>/dev/null; [ -n "${MATRIX_PID:-}" ] && kill "$MATRIX_PID" 2>/dev/null && wait "$MATRIX_PID" 2>/dev/null
   if [ "$DOCKER_WAS_UP" = 0 ] && [ -s "$DOCKERD_PIDFILE" ]; then
     local pid
     pid=$(cat "$DOCKERD_PIDFILE")
@@ -135,6 +136,29 @@ step "integration tests (real runtimes: containerd 1.6, 1.7, 2.1, 2.2, 2.3, cri-
 python -m pytest -p no:cacheprovider -n 2 --dist loadgroup tests/integration
 fi
 
+run_matrix() {
+  # 2.16-2.19 on Debian 12's Python 3.11, 2.20 and later in a Debian trixie tree (Python 3.13), in parallel jobs.
+  # The sanity step already ran the project venv's ansible-test on the same Python: when it ran, the matrix leaves
+  # out the sanity run of the line whose version is exactly the venv's (unless KUBENODE_GC_MATRIX_SANITY says otherwise).
+  if want sanity && [ -z "${KUBENODE_GC_MATRIX_SANITY+set}" ]; then
+    local own
+    own=$(python -c 'import ansible.release; print(ansible.release.__version__)')
+    KUBENODE_GC_MATRIX_SANITY=$(grep -v '^\s*#' tests/compat/ansible-core.txt | awk -v own="$own" 'NF && !($2 == own && $3 == "host") {printf "%s ", $1}')
+    export KUBENODE_GC_MATRIX_SANITY
+    echo "(ansible-test sanity of ansible-core $own ran in the sanity step; the matrix runs sanity on: $KUBENODE_GC_MATRIX_SANITY)"
+  fi
+  bash scripts/ansible-matrix.sh
+}
+
+# The ansible-core matrix needs neither Docker nor the node images: it runs beside the benchmarks, fleet and Molecule
+# steps, which wait on their node containers more than they compute (its log is printed at the matrix step).
+MATRIX_PID="" MATRIX_LOG=""
+if want matrix && { want fleet || want molecule; }; then
+  MATRIX_LOG=$(mktemp)
+  run_matrix >"$MATRIX_LOG" 2>&1 &
+  MATRIX_PID=$!
+fi
+
 if want bench; then
 step "benchmarks, short: image_gc prune against crictl rmi --prune measured in the same run (figures, nothing asserted)"
 # a regression shows as a ratio above 1 (above 0.5 where image_gc removes through containerd's images API)
@@ -209,16 +233,17 @@ fi
 
 if want matrix; then
 step "ansible-core 2.16 to 2.22 (tests/compat/ansible-core.txt): sanity, unit and smoke tests on each"
-# 2.16-2.19 on Debian 12's Python 3.11, 2.20 and later in a Debian trixie tree (Python 3.13), in parallel jobs.
-# The sanity step above already ran the project venv's ansible-test on the same Python: when it ran, the matrix leaves
-# out the sanity run of the line whose version is exactly the venv's (unless KUBENODE_GC_MATRIX_SANITY says otherwise).
-if want sanity && [ -z "${KUBENODE_GC_MATRIX_SANITY+set}" ]; then
-  own=$(python -c 'import ansible.release; print(ansible.release.__version__)')
-  KUBENODE_GC_MATRIX_SANITY=$(grep -v '^\s*#' tests/compat/ansible-core.txt | awk -v own="$own" 'NF && !($2 == own && $3 == "host") {printf "%s ", $1}')
-  export KUBENODE_GC_MATRIX_SANITY
-  echo "(ansible-test sanity of ansible-core $own ran in the sanity step; the matrix runs sanity on: $KUBENODE_GC_MATRIX_SANITY)"
+if [ -n "$MATRIX_PID" ]; then
+  echo "(it ran beside the fleet and Molecule steps, log $MATRIX_LOG)"
+  rc=0
+  wait "$MATRIX_PID" || rc=$?
+  MATRIX_PID=""
+  cat "$MATRIX_LOG"
+  rm -f "$MATRIX_LOG"
+  [ "$rc" = 0 ] || exit "$rc"
+else
+  run_matrix
 fi
-bash scripts/ansible-matrix.sh
 fi
 
 if want release; then
