@@ -150,20 +150,21 @@ run_matrix() {
   bash scripts/ansible-matrix.sh
 }
 
-# The ansible-core matrix needs neither Docker nor the node images: it runs beside the benchmarks, fleet and Molecule
-# steps, which wait on their node containers more than they compute (its log is printed at the matrix step).
-MATRIX_PID="" MATRIX_LOG=""
-if want matrix && { want fleet || want molecule; }; then
-  MATRIX_LOG=$(mktemp)
-  run_matrix >"$MATRIX_LOG" 2>&1 &
-  MATRIX_PID=$!
-fi
-
 if want bench; then
 step "benchmarks, short: image_gc prune against crictl rmi --prune measured in the same run (figures, nothing asserted)"
 # a regression shows as a ratio above 1 (above 0.5 where image_gc removes through containerd's images API)
 python -m benchmarks.image_gc_prune --short
 python -m benchmarks.gc_scale --short
+fi
+
+# The ansible-core matrix needs neither Docker nor the node images: it runs beside the fleet and Molecule steps, which
+# wait on their node containers more than they compute (its log is printed at the matrix step; after the benchmarks,
+# whose figures it would disturb).
+MATRIX_PID="" MATRIX_LOG=""
+if want matrix && { want fleet || want molecule; }; then
+  MATRIX_LOG=$(mktemp)
+  run_matrix >"$MATRIX_LOG" 2>&1 &
+  MATRIX_PID=$!
 fi
 
 if want fleet; then
