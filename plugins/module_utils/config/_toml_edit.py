@@ -29,6 +29,7 @@ import re
 import traceback
 
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
+from ansible_collections.kubenode.gc.plugins.module_utils._memo import remembered
 from ansible_collections.kubenode.gc.plugins.module_utils._redact import is_secret_key, redacted, secret_leaves
 from ansible_collections.kubenode.gc.plugins.module_utils.config._byte_guard import guard, refusal, splice
 
@@ -70,18 +71,13 @@ def parse(text, path):
 
 # the plain data of the texts parsed so far (data()): a run reads, plans, redacts and plans again from the same few texts
 _DATA = {}
-_DATA_KEPT = 16
 
 
 def data(text, path):
     """The plain data (dicts, lists, values) of ``text``, as ``parse(text, path).unwrap()`` gives it, each distinct text
     parsed once per process (tomlkit is slow: node_audit reads, plans and redacts a config.toml in two passes); a copy
     each time, so a caller may change it. ConfigError as parse()."""
-    if text not in _DATA:
-        if len(_DATA) >= _DATA_KEPT:
-            _DATA.pop(next(iter(_DATA)))
-        _DATA[text] = parse(text, path).unwrap()
-    return copy.deepcopy(_DATA[text])
+    return copy.deepcopy(remembered(_DATA, text, lambda: parse(text, path).unwrap()))
 
 
 _REDACTED = {}
@@ -94,11 +90,7 @@ def redact_text(text, path):
     interface, whose proxies for tables split over the file do not write through in every tomlkit version.
     Raises ConfigError when the text is not TOML. Each distinct text is redacted once per process (as data()).
     """
-    if (text, path) not in _REDACTED:
-        if len(_REDACTED) >= _DATA_KEPT:
-            _REDACTED.pop(next(iter(_REDACTED)))
-        _REDACTED[text, path] = _redact(text, path)
-    shown, leaves = _REDACTED[text, path]
+    shown, leaves = remembered(_REDACTED, (text, path), lambda: _redact(text, path))
     return shown, list(leaves)
 
 

@@ -26,6 +26,7 @@ import re
 import traceback
 
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import ConfigError
+from ansible_collections.kubenode.gc.plugins.module_utils._memo import remembered
 from ansible_collections.kubenode.gc.plugins.module_utils._redact import redact_in_place, secret_leaves
 from ansible_collections.kubenode.gc.plugins.module_utils.config._byte_guard import guard, refusal, splice
 
@@ -98,7 +99,6 @@ def load(text, origin, fmt=None, mapping_of="fields"):
 
 # redact_text's answers so far: a run redacts the same few texts again (before and after its plan, node_audit in two passes)
 _REDACTED = {}
-_REDACTED_KEPT = 16
 
 
 def redact_text(text, origin):
@@ -108,11 +108,7 @@ def redact_text(text, origin):
     Raises ConfigError when the text does not parse; a text of only comments and blank lines has no secrets.
     Each distinct text is redacted once per process (ruamel.yaml is slow).
     """
-    if (text, origin) not in _REDACTED:
-        if len(_REDACTED) >= _REDACTED_KEPT:
-            _REDACTED.pop(next(iter(_REDACTED)))
-        _REDACTED[text, origin] = _redact(text, origin)
-    shown, leaves = _REDACTED[text, origin]
+    shown, leaves = remembered(_REDACTED, (text, origin), lambda: _redact(text, origin))
     return shown, list(leaves)
 
 
