@@ -284,23 +284,25 @@ class _ProxyServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
 
-class DockerPullProxy:
-    """docker.io's mirror and the HTTP proxy of every other host, for a dockerd pulling from the harness's registry; it
-    listens on the unix socket ``socket`` (devtools.netrelay brings it into dockerd's network namespace)."""
+class _UnixService:
+    """A threaded server of ``handler`` on the unix socket ``socket`` of this process; ``attrs`` are set on the server
+    for the handler to read. start() returns it; stop() closes it."""
 
-    def __init__(self, registry):
-        self.registry = registry
-        self.socket = os.path.join(registry.workdir, "docker-proxy.sock")
+    name = "unix-service"
+
+    def __init__(self, path, handler, **attrs):
+        self.socket = path
+        self.handler = handler
+        self.attrs = attrs
         self.server = None
-        self.thread = None
 
     def start(self):
         if os.path.exists(self.socket):
             os.unlink(self.socket)
-        self.server = _ProxyServer(self.socket, _ProxyHandler)
-        self.server.registry = self.registry
-        self.thread = threading.Thread(target=self.server.serve_forever, name="docker-pull-proxy", daemon=True)
-        self.thread.start()
+        self.server = _ProxyServer(self.socket, self.handler)
+        for key, value in self.attrs.items():
+            setattr(self.server, key, value)
+        threading.Thread(target=self.server.serve_forever, name=self.name, daemon=True).start()
         return self
 
     def stop(self):
@@ -308,6 +310,17 @@ class DockerPullProxy:
             self.server.shutdown()
             self.server.server_close()
             self.server = None
+
+
+class DockerPullProxy(_UnixService):
+    """docker.io's mirror and the HTTP proxy of every other host, for a dockerd pulling from the harness's registry; it
+    listens on the unix socket ``socket`` (devtools.netrelay brings it into dockerd's network namespace)."""
+
+    name = "docker-pull-proxy"
+
+    def __init__(self, registry):
+        super().__init__(os.path.join(registry.workdir, "docker-proxy.sock"), _ProxyHandler, registry=registry)
+        self.registry = registry
 
 
 class _RelayHandler(socketserver.BaseRequestHandler):
@@ -320,27 +333,14 @@ class _RelayHandler(socketserver.BaseRequestHandler):
         netrelay.pump_both(self.request, upstream)
 
 
-class _UnixRelay:
+class _UnixRelay(_UnixService):
     """A unix socket whose every connection is passed, byte for byte, to ``target`` (host, port) on this machine."""
 
+    name = "registry-unix-relay"
+
     def __init__(self, path, target):
-        self.socket = path
+        super().__init__(path, _RelayHandler, target=target)
         self.target = target
-        self.server = None
-
-    def start(self):
-        if os.path.exists(self.socket):
-            os.unlink(self.socket)
-        self.server = _ProxyServer(self.socket, _RelayHandler)
-        self.server.target = self.target
-        threading.Thread(target=self.server.serve_forever, name="registry-unix-relay", daemon=True).start()
-        return self
-
-    def stop(self):
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-            self.server = None
 
 
 _SHARED = None
