@@ -557,13 +557,20 @@ def test_graceful_restart_mid_run_reports_every_removal_that_happened(ansible, r
         assert len(removed) == len(gone) and res["unconfirmed"] == []
     else:
         assert proxy.lost >= 1 and res["unconfirmed"]  # the lost answers could not be confirmed in time
-    # logs went with every container reported removed, and stay with every container still there
+    # logs went with every container reported removed, and stay with every container still there; but cri-dockerd's
+    # RemoveContainer deletes the CRI log path before it asks Docker, so a removal the SIGTERM cut there leaves the
+    # container without it (expect().removes_log_link): at most one per removal that never got an answer
+    cut = sum(1 for name, code in proxy.calls if name == "RemoveContainer" and code not in ("OK", "LOST"))
+    lost_log = []
     for attempt, cid in enumerate(ids):
         log, link = log_file(runtime, pod, "app", attempt), os.path.join(links, "many_default_app-%s.log" % cid)
         if cid in removed:
             assert not os.path.lexists(log) and not os.path.lexists(link)
         elif cid in left:
-            assert os.path.exists(log) and os.path.lexists(link)
+            assert os.path.lexists(link)
+            if not os.path.exists(log):
+                lost_log.append(cid)
+    assert len(lost_log) <= (cut if expect(runtime).removes_log_link else 0), (lost_log, proxy.calls)
     leftover = _gone_logs(runtime, pod, links, ids, gone)
     assert bool(leftover) is (down != 0)  # the unconfirmed gone containers' logs are still there after the first run
     again = cgc(ansible, runtime, links)
