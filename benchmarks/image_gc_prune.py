@@ -21,7 +21,9 @@ One run, one runtime (containerd 1.6 by default), a fresh set of N small images 
    round's empty cri_info run is its cost by the prune issue's definition: the empty runs give image_gc's fixed
    cost above cri_info (issue 43: <= 30 ms), the prune its in-module time against crictl's (issue 43: <= crictl).
    Each empty run is made three times per round (the round's figure is their median). The module processes alone
-   (``python -m`` the module with its arguments, no controller, bytecode cached) are timed the same way;
+   (``python -m`` the module with its arguments, no controller, bytecode cached) are timed the same way, and the
+   empty runs once more as Ansible starts them on the node (the AnsiballZ file, the collection compiled from the zip);
+   last, the controller's part: ansible-core building each module's payload (recursive_finder), in fresh processes;
 3. image_gc prune, the whole ``ansible localhost -m kubenode.gc.image_gc`` command (the median of the rounds);
 4. a threshold pass that must remove N/2 images whose layers are all their own (high 1 %, low 0 %,
    max_removals N/2, measured stop after each batch), against crictl pruning N/2 images of the same kind.
@@ -131,6 +133,61 @@ def module_command(rt, tmp, module, args):
     return [sys.executable, "-m", "ansible_collections.kubenode.gc.plugins.modules." + module, path], env
 
 
+def ansiballz_command(rt, tmp, module, args, _kept={}):  # pylint: disable=dangerous-default-value
+    """The module process as Ansible starts it on the node: its AnsiballZ file (kept from one whole command run with
+    ANSIBLE_KEEP_REMOTE_FILES, the arguments inside), run by the interpreter. Unlike module_command, the collection's
+    code is imported from the zip, so Python compiles it on every run (no bytecode), as on a real node."""
+    key = (module, json.dumps(args, sort_keys=True))
+    if key not in _kept:
+        remote = tempfile.mkdtemp(prefix="kgc-ansiballz-", dir=tmp)
+        cmd, env = ansible_command(rt, tmp, module, args)
+        run_command((cmd, dict(env, ANSIBLE_KEEP_REMOTE_FILES="1", ANSIBLE_REMOTE_TMP=remote)))
+        found = [os.path.join(d, f) for d, _s, files in os.walk(remote) for f in files if f.startswith("AnsiballZ_")]
+        if len(found) != 1:
+            raise RuntimeError("expected one AnsiballZ file under %s, found %s" % (remote, found))
+        _kept[key] = found[0]
+    return [sys.executable, _kept[key]], dict(os.environ)
+
+
+# What the controller does once per command (per task in a playbook) before any host runs a module: ansible-core's
+# recursive_finder reads and parses (compile to an AST) every module_utils file the module imports, to ship them in
+# the AnsiballZ zip. Timed in a fresh process, as a command pays it; its API is ansible-core 2.19's (the project venv).
+PAYLOAD_BUILD = r"""
+import datetime, io, json, sys, time, zipfile
+from ansible.plugins.loader import init_plugin_loader, module_loader
+init_plugin_loader([sys.argv[2]])
+from ansible.executor.module_common import recursive_finder
+from ansible._internal._ansiballz import _builder
+path = module_loader.find_plugin_with_context("kubenode.gc." + sys.argv[1]).plugin_resolved_path
+with open(path, "rb") as f:
+    data = f.read()
+zf = zipfile.ZipFile(io.BytesIO(), "w")
+start = time.perf_counter()
+recursive_finder(sys.argv[1], "ansible_collections.kubenode.gc.plugins.modules." + sys.argv[1], data, zf,
+                 datetime.datetime(2020, 1, 1), _builder.ExtensionManager())
+seconds = time.perf_counter() - start
+own = [i for i in zf.infolist() if i.filename.startswith("ansible_collections/kubenode/")]
+print(json.dumps({"seconds": seconds, "files": len(own), "bytes": sum(i.file_size for i in own)}))
+"""
+
+
+def payload_builds(modules, repeat):
+    """{module: {"seconds": [per run], "files": n, "bytes": n}}: ansible-core building each module's payload, ``repeat``
+    times interleaved, each in a fresh process; None where this ansible-core's internals differ from 2.19's."""
+    out = {m: {"seconds": []} for m in modules}
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path())
+    for _rep in range(repeat):
+        for module in modules:
+            proc = subprocess.run([sys.executable, "-c", PAYLOAD_BUILD, module, collections_path()], env=env,
+                                  capture_output=True, text=True, check=False)
+            if proc.returncode:
+                return None
+            row = json.loads(proc.stdout)
+            out[module]["seconds"].append(row["seconds"])
+            out[module].update(files=row["files"], bytes=row["bytes"])
+    return out
+
+
 def run_command(cmd_env):
     """Seconds the command takes; it must succeed."""
     cmd, env = cmd_env
@@ -148,7 +205,7 @@ def command_round(rt, tmp, round_, n, extra, out):
     runs = (("cri_info", "cri_info", {}),
             ("empty_prune", "image_gc", dict(mode="prune", min_age="0s", ledger_path=ledger, **extra)),
             ("empty_default", "image_gc", dict(ledger_path=ledger, **extra)))
-    for how, make in (("ansible", ansible_command), ("process", module_command)):
+    for how, make in (("ansible", ansible_command), ("process", module_command), ("ansiballz", ansiballz_command)):
         # the empty runs differ by tens of milliseconds in commands of a second: each round's figure is the median of
         # EMPTY_REPEAT runs of each, interleaved
         times = {name: [] for name, _module, _args in runs}
@@ -166,7 +223,7 @@ def prune_rounds(rt, crictl, n, repeat, tmp, extra):
     """``repeat`` rounds of crictl rmi --prune, the native path's floor (where image_gc takes it) and image_gc prune
     in-module, each on a fresh set of ``n`` images: {"crictl": [s], "module": [s], "ratios": [module / crictl],
     "floor": [s] (native path only), "removed": int, "calls": {rpc: n}} (calls of the last round)."""
-    out = {"crictl": [], "module": [], "ratios": [], "ansible": {}, "process": {}}
+    out = {"crictl": [], "module": [], "ratios": [], "ansible": {}, "process": {}, "ansiballz": {}}
     native = native_path(rt, n)
     for round_ in range(repeat):
         if crictl:
@@ -209,21 +266,37 @@ def print_rounds(rounds, n, crictl):
         module_ratios = [m / f for m, f in zip(rounds["module"], rounds["floor"])]
         print("image_gc prune / native floor    : %5.2f  median of %s (image_gc's own cost above the API's)" % (
             statistics.median(module_ratios), _list(module_ratios)))
-    for how, what in (("ansible", "whole ansible command"), ("process", "module process alone")):
+    for how, what in (("ansible", "whole ansible command"), ("process", "module process alone (bytecode cached)"),
+                      ("ansiballz", "module process as Ansible starts it on the node (its AnsiballZ file, no bytecode)")):
         runs = rounds[how]
         base = runs["cri_info"]
-        above = {name: [v - b for v, b in zip(runs[name], base)] for name in ("empty_prune", "empty_default", "prune")}
+        above = {name: [v - b for v, b in zip(runs[name], base)] for name in ("empty_prune", "empty_default", "prune") if name in runs}
         print("%s, medians of the rounds (minus the same round's empty cri_info run):" % what)
         print("  cri_info, empty node            : %7.3f s  %s" % (statistics.median(base), _list(base, 3)))
         print("  image_gc prune, nothing to do   : %7.3f s  fixed cost above cri_info %+6.0f ms %s (target <= 30 ms)" % (
             statistics.median(runs["empty_prune"]), 1000 * statistics.median(above["empty_prune"]), _ms(above["empty_prune"])))
         print("  image_gc default, nothing to do : %7.3f s  fixed cost above cri_info %+6.0f ms %s" % (
             statistics.median(runs["empty_default"]), 1000 * statistics.median(above["empty_default"]), _ms(above["empty_default"])))
+        if "prune" not in runs:
+            continue
         print("  image_gc prune of %4d          : %7.3f s  minus cri_info %5.3f s %s" % (
             n, statistics.median(runs["prune"]), statistics.median(above["prune"]), _list(above["prune"], 3)))
         if crictl:
             ratios = [a / c for a, c in zip(above["prune"], rounds["crictl"])]
             print("  (prune - cri_info) / crictl     : %5.2f  median of the rounds' ratios %s (target <= 1)" % (statistics.median(ratios), _list(ratios)))
+
+
+def print_payload_builds(builds):
+    """The controller's share of the whole command's fixed cost: building each module's payload."""
+    if builds is None:
+        print("controller building the payload  : not measured (this ansible-core's recursive_finder is not 2.19's)")
+        return
+    base = statistics.median(builds["cri_info"]["seconds"])
+    print("controller building the payload, once per command (per task in a playbook), medians of %s:" % len(builds["cri_info"]["seconds"]))
+    for module, row in builds.items():
+        print("  %-30s : %6.0f ms %s, %d files, %d KB of the collection%s" % (
+            module, 1000 * statistics.median(row["seconds"]), _ms(row["seconds"]).replace("+", ""), row["files"], row["bytes"] // 1024,
+            "" if module == "cri_info" else "; %+.0f ms above cri_info" % (1000 * (statistics.median(row["seconds"]) - base))))
 
 
 def _ms(values):
@@ -257,6 +330,7 @@ def main():
     with runtimes.make(args.runtime, imagefs_size="2G") as rt, tempfile.TemporaryDirectory() as tmp:
         if args.short:
             print_rounds(prune_rounds(rt, crictl, n, repeat, tmp, extra), n, crictl)
+            print_payload_builds(payload_builds(("cri_info", "image_gc"), repeat))
             return 0
         ids = import_set(rt, "bench-raw", n)
         out["raw"] = timed(lambda: [rt.client.remove_image(i) for i in ids])[0]
@@ -284,6 +358,7 @@ def main():
 
     print("raw sequential RemoveImage      : %7.2f s" % out["raw"])
     print_rounds(rounds, n, crictl)
+    print_payload_builds(payload_builds(("cri_info", "image_gc"), max(repeat, 5)))
     if crictl:
         print("crictl rmi --prune (%4d)        : %7.2f s" % (half, out["crictl_half"]))
     print("image_gc prune, whole ansible   : %7.2f s" % out["ansible"])
