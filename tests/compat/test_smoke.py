@@ -24,6 +24,7 @@ import pytest
 from devtools.collection import collections_path
 from devtools.containerd import EmbeddedContainerd
 from devtools.images import ImageSpec
+from devtools.kubelet_lock import held as kubelet_process_lock
 
 MIB = 1 << 20
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -87,7 +88,9 @@ def run(node, tmp_path_factory):
         ANSIBLE_RETRY_FILES_ENABLED="0",
         ANSIBLE_LOCALHOST_WARNING="0",
     )
-    proc = subprocess.run(command + ["-i", str(inventory), os.path.join(HERE, "smoke.yml")], env=env, capture_output=True, text=True, check=False)
+    # the integration tests may run at the same time (scripts/test.sh): never beside their fake kubelet process
+    with kubelet_process_lock():
+        proc = subprocess.run(command + ["-i", str(inventory), os.path.join(HERE, "smoke.yml")], env=env, capture_output=True, text=True, check=False)
     version = subprocess.run(command + ["--version"], env=env, capture_output=True, text=True, check=False).stdout
     results = json.loads((work / "results.json").read_text()) if (work / "results.json").exists() else None
     return {"proc": proc, "version": version, "results": results, "work": work, "kubelet": kubelet, "runtime": runtime, "dead": dead}

@@ -37,7 +37,6 @@ the module, and the two workers of ``-n 2 --dist loadgroup`` share the pairs, th
 """
 
 import contextlib
-import fcntl
 import glob
 import json
 import os
@@ -47,7 +46,7 @@ import sys
 import pytest
 import yaml
 
-from devtools import fetch, runtimes
+from devtools import fetch, kubelet_lock, runtimes
 from devtools.collection import REPO
 
 BIN = os.path.dirname(sys.executable)
@@ -150,19 +149,12 @@ def _needs_root():
 
 
 # The kubelet fixture (test_daemon_config.py) runs a process named kubelet that every module on this machine sees in
-# /proc and obeys: a test that uses it holds this lock exclusively, every other test holds it shared, so no test of
-# another xdist worker runs while that process is up.
-KUBELET_PROCESS_LOCK = os.path.join(os.environ.get("TMPDIR", "/tmp"), "kubenode-gc-kubelet-process.lock")
-
-
+# /proc and obeys: a test that uses it holds devtools.kubelet_lock exclusively, every other test holds it shared, so no
+# test of another xdist worker (or the ansible-core matrix's smoke test) runs while that process is up.
 @pytest.fixture(autouse=True)
 def _kubelet_process_lock(request):
-    with open(KUBELET_PROCESS_LOCK, "a", encoding="utf-8") as f:
-        fcntl.flock(f, fcntl.LOCK_EX if "kubelet" in request.fixturenames else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with kubelet_lock.held(exclusive="kubelet" in request.fixturenames):
+        yield
 
 
 @pytest.fixture(scope="session")
