@@ -236,12 +236,8 @@ def ansible(collections_path, tmp_path):
 @pytest.fixture(scope="module")
 def runtime_instance(runtime_name):
     """One real runtime per test module and runtime of the matrix, on a 128 MiB tmpfs imagefs."""
-    rt = runtimes.make(runtime_name, imagefs_size="128M")
-    rt.start()
-    try:
+    with runtimes.make(runtime_name, imagefs_size="128M") as rt:
         yield rt
-    finally:
-        rt.stop()
 
 
 @pytest.fixture

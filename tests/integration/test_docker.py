@@ -30,12 +30,8 @@ DOCKER = [_param(sys.modules[__name__], n) for n in RUNTIMES if n == "cri-docker
 
 @pytest.fixture(scope="module", params=DOCKER)
 def docker_instance(request):
-    rt = runtimes.make(request.param, imagefs_size="128M")
-    rt.start()
-    try:
+    with runtimes.make(request.param, imagefs_size="128M") as rt:
         yield rt
-    finally:
-        rt.stop()
 
 
 @pytest.fixture
