@@ -156,11 +156,12 @@ run_matrix() {
 # CPU priority, beside the integration, fleet and Molecule steps, which leave about half of the CPU idle while they wait
 # on their runtimes and node containers (measured); its log is printed at the matrix step. Its smoke test takes the
 # integration tests' lock on the machine-wide kubelet process (tests/integration/conftest.py), shared.
-MATRIX_PID="" MATRIX_LOG=""
+MATRIX_PID="" MATRIX_LOG="" MATRIX_RC=""
 if want matrix && { want integration || want fleet || want molecule; }; then
-  MATRIX_LOG=$(mktemp)
+  MATRIX_LOG=$(mktemp) MATRIX_RC=$(mktemp)
   echo "(the ansible-core matrix runs in the background at nice 19, log $MATRIX_LOG)"
-  (renice -n 19 -p "$BASHPID" >/dev/null; run_matrix) >"$MATRIX_LOG" 2>&1 &
+  # its exit status goes to a file: the matrix step reads it there, whoever reaped the process
+  (renice -n 19 -p "$BASHPID" >/dev/null; rc=0; run_matrix || rc=$?; echo "$rc" >"$MATRIX_RC") >"$MATRIX_LOG" 2>&1 &
   MATRIX_PID=$!
 fi
 
@@ -222,9 +223,14 @@ lane_logs=$(mktemp -d)
 status=0
 # shellcheck disable=SC2086  # the lanes are word lists
 { molecule_lane "$lane_logs/a.log" $lane_a; echo $? >"$lane_logs/a.rc"; } &
-# shellcheck disable=SC2086
-[ -n "$lane_b" ] && { sleep 10; molecule_lane "$lane_logs/b.log" $lane_b; echo $? >"$lane_logs/b.rc"; } &
-wait
+lane_pids=($!)
+if [ -n "$lane_b" ]; then
+  # shellcheck disable=SC2086
+  { sleep 10; molecule_lane "$lane_logs/b.log" $lane_b; echo $? >"$lane_logs/b.rc"; } &
+  lane_pids+=($!)
+fi
+# the lanes only: a bare wait would also wait for (and reap) the matrix running in the background
+wait "${lane_pids[@]}" || true
 for lane in a b; do
   [ -f "$lane_logs/$lane.log" ] || continue
   echo "---- Molecule lane $lane:$(eval echo "\$lane_$lane")"
@@ -239,12 +245,12 @@ if want matrix; then
 step "ansible-core 2.16 to 2.22 (tests/compat/ansible-core.txt): sanity, unit and smoke tests on each"
 if [ -n "$MATRIX_PID" ]; then
   echo "(it ran in the background beside the integration, fleet and Molecule steps, log $MATRIX_LOG)"
-  rc=0
-  wait "$MATRIX_PID" || rc=$?
+  wait "$MATRIX_PID" 2>/dev/null || true
   MATRIX_PID=""
   cat "$MATRIX_LOG"
-  rm -f "$MATRIX_LOG"
-  [ "$rc" = 0 ] || exit "$rc"
+  rc=$(cat "$MATRIX_RC")
+  rm -f "$MATRIX_LOG" "$MATRIX_RC"
+  [ "$rc" = 0 ] || { echo "the ansible-core matrix failed (exit status ${rc:-unknown})"; exit 1; }
 else
   run_matrix
 fi
