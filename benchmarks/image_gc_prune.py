@@ -133,20 +133,23 @@ def module_command(rt, tmp, module, args):
     return [sys.executable, "-m", "ansible_collections.kubenode.gc.plugins.modules." + module, path], env
 
 
-def ansiballz_command(rt, tmp, module, args, _kept={}):  # pylint: disable=dangerous-default-value
+_KEPT = {}  # (module, arguments) -> the AnsiballZ file kept for them
+
+
+def ansiballz_command(rt, tmp, module, args):
     """The module process as Ansible starts it on the node: its AnsiballZ file (kept from one whole command run with
     ANSIBLE_KEEP_REMOTE_FILES, the arguments inside), run by the interpreter. Unlike module_command, the collection's
     code is imported from the zip, so Python compiles it on every run (no bytecode), as on a real node."""
-    key = (module, json.dumps(args, sort_keys=True))
-    if key not in _kept:
+    key = (module, json.dumps(dict(args, cri_endpoint=rt.endpoint), sort_keys=True))
+    if key not in _KEPT:
         remote = tempfile.mkdtemp(prefix="kgc-ansiballz-", dir=tmp)
         cmd, env = ansible_command(rt, tmp, module, args)
         run_command((cmd, dict(env, ANSIBLE_KEEP_REMOTE_FILES="1", ANSIBLE_REMOTE_TMP=remote)))
         found = [os.path.join(d, f) for d, _s, files in os.walk(remote) for f in files if f.startswith("AnsiballZ_")]
         if len(found) != 1:
             raise RuntimeError("expected one AnsiballZ file under %s, found %s" % (remote, found))
-        _kept[key] = found[0]
-    return [sys.executable, _kept[key]], dict(os.environ)
+        _KEPT[key] = found[0]
+    return [sys.executable, _KEPT[key]], dict(os.environ)
 
 
 # What the controller does once per command (per task in a playbook) before any host runs a module: ansible-core's
