@@ -129,7 +129,13 @@ def _namespaces(inventory):
 
 
 def _age(now_ns, then_ns):
+    """Whole seconds since ``then_ns`` (as reported), or None when containerd gave no time."""
     return max(0, (now_ns - then_ns) // 1000000000) if then_ns else None
+
+
+def _older(now_ns, then_ns, max_age_ns):
+    """Whether more than ``max_age_ns`` passed since ``then_ns``, to the nanosecond (False without a limit or a time)."""
+    return max_age_ns is not None and bool(then_ns) and now_ns - then_ns > max_age_ns
 
 
 def objects(inventory, now_ns, line=gc.NEWEST, cri_containers=(), snapshotters=()):
@@ -255,17 +261,14 @@ def plan(inventory, namespaces, keep, ingest_max_age_ns, lease_max_age_ns, now_n
     steps = []
     for namespace in sorted(inventory):
         for ing in inventory[namespace]["ingests"]:
-            idle = _age(now_ns, ing["updated_ns"])
-            if ingest_max_age_ns is not None and idle is not None and idle * 1000000000 > ingest_max_age_ns:
+            if _older(now_ns, ing["updated_ns"], ingest_max_age_ns):
                 steps.append({"kind": "ingest", "namespace": namespace, "id": ing["ref"], "bytes": ing["offset"]})
     live = {(CRI_NAMESPACE, s) for s in sandboxes}
     for namespace in sorted(inventory):
         for lease in sorted(inventory[namespace]["leases"], key=lambda item: item["id"]):
             if (namespace, lease["id"]) in live:
                 continue
-            age = _age(now_ns, lease["created_ns"])
-            old = lease_max_age_ns is not None and age is not None and age * 1000000000 > lease_max_age_ns
-            if expired(lease, now_ns) or old:
+            if expired(lease, now_ns) or _older(now_ns, lease["created_ns"], lease_max_age_ns):
                 steps.append({"kind": "lease", "namespace": namespace, "id": lease["id"], "bytes": 0})
     wanted = set(namespaces) - {CRI_NAMESPACE}
     for namespace in sorted(wanted & set(inventory)):

@@ -174,3 +174,14 @@ def test_the_plan_follows_the_release_line(line, kept):
     steps = P.plan(inv, ["moby"], None, 10**18, None, NOW, line=line)
     images = [s for s in steps if s["kind"] == "image"]
     assert [s["id"] for s in images] == ["busy:1", "busy:alias"] and not [s for s in images if s.get(P.COLLECTED)]
+
+
+@pytest.mark.parametrize("idle_ms, planned", [(1500, True), (1001, True), (1000, False), (500, False)])
+def test_ingest_and_lease_ages_are_compared_to_the_nanosecond(idle_ms, planned):
+    """ingest_max_age 1s: an ingest idle 1.5 s is older than that (whole seconds would have made it 1 s, not older, and
+    kept it up to a second longer than the user asked); likewise a lease's age against lease_max_age."""
+    then = NOW - idle_ms * 10**6
+    inv = {"moby": ns(ingests=[{"ref": "ing", "offset": 1, "total": 2, "expected": "", "started_ns": then, "updated_ns": then}],
+                      leases=[{"id": "l", "created_ns": then, "labels": {}, "resources": []}])}
+    kinds = [s["kind"] for s in P.plan(inv, [], None, 10**9, 10**9, NOW)]
+    assert ("ingest" in kinds, "lease" in kinds) == (planned, planned)
