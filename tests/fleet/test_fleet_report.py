@@ -207,7 +207,9 @@ def _in_first_screen(page, selector):
 def test_first_screen_worst_first(page):
     rows = page.evaluate("Array.from(document.querySelectorAll('#node-table tbody tr')).map(r => [r.dataset.host, r.dataset.health])")
     assert rows[0] == ["node-01", "critical"] and rows[1] == ["node-10", "failed"]
-    assert [r[0] for r in rows[2:4]] == ["node-02", "node-03"]
+    # the two warning nodes next; which of them is fuller depends on where fill()'s 2 % steps end (82 and 81 % are
+    # the least each reaches), so their order is not fixed
+    assert {r[0] for r in rows[2:4]} == {"node-02", "node-03"} and {r[1] for r in rows[2:4]} == {"warning"}
     assert len(rows) == 10
     assert _in_first_screen(page, "#node-table tbody tr")
 
