@@ -38,6 +38,7 @@ finish() {
   [ -n "$TREE" ] && rm -rf "$TREE"
   [ -n "$IMAGES_PID" ] && kill -- "$IMAGES_PID" 2>/dev/null && wait "$IMAGES_PID" 2>/dev/null
   [ -n "${MATRIX_PID:-}" ] && pkill -P "$MATRIX_PID" 2>/dev/null; [ -n "${MATRIX_PID:-}" ] && kill "$MATRIX_PID" 2>/dev/null && wait "$MATRIX_PID" 2>/dev/null
+  rm -f "${MATRIX_LOG:-}" "${MATRIX_RC:-}"  # set when the matrix ran in the background; empty when its step removed them
   if [ "$DOCKER_WAS_UP" = 0 ] && [ -s "$DOCKERD_PIDFILE" ]; then
     local pid
     pid=$(cat "$DOCKERD_PIDFILE")
