@@ -43,7 +43,7 @@ from .containerd import SANDBOX_IMAGE, EmbeddedContainerd, parse_size
 from .crio import EmbeddedCrio, _qualified
 from .dockerd import EmbeddedCriDockerd
 from .fetch import containerd_bin_dir, shared_runtimes_dir
-from .registry import DOCKER_PROXY_ADDRESS
+from .registry import DEFAULT_HOSTS, DOCKER_PROXY_ADDRESS
 from .runtime import kill
 
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import CriError
@@ -338,11 +338,8 @@ class NodeContainer(_DockerNode, EmbeddedContainerd):
         text, mode = read_file(self.name, "/etc/containerd/config.toml")
         section = 'plugins."io.containerd.cri.v1.images"' if self.major >= 2 else 'plugins."io.containerd.grpc.v1.cri"'
         files = {"/etc/containerd/config.toml": (with_config_path(text, section), mode)}
-        with tempfile.TemporaryDirectory(dir=self.workdir) as tmp:
-            self.registry.containerd_hosts_dir(tmp, address=REGISTRY_ADDRESS)
-            for host in sorted(os.listdir(tmp)):
-                with open(os.path.join(tmp, host, "hosts.toml"), encoding="utf-8") as f:
-                    files["%s/%s/hosts.toml" % (CERTS_D, host)] = ("# %s\n%s" % (HARNESS_NOTE, f.read()), 0o644)
+        for host in DEFAULT_HOSTS:
+            files["%s/%s/hosts.toml" % (CERTS_D, host)] = ("# %s\n%s" % (HARNESS_NOTE, self.registry.hosts_toml(host, REGISTRY_ADDRESS)), 0o644)
         return files
 
 
@@ -393,9 +390,7 @@ class CrioNode(_DockerNode, EmbeddedCrio):
         if not graphroot:
             raise RuntimeError("the node's storage.conf has no graphroot line to put the imagestore after")
         lines.insert(graphroot[0] + 1, 'imagestore = "%s"\n' % self.imagestore)
-        with tempfile.TemporaryDirectory(dir=self.workdir) as tmp:
-            with open(self.registry.registries_conf(os.path.join(tmp, "registries.conf"), address=REGISTRY_ADDRESS, search=False), encoding="utf-8") as f:
-                mirrors = "# %s\n%s" % (HARNESS_NOTE, f.read())
+        mirrors = "# %s\n%s" % (HARNESS_NOTE, self.registry.registries_conf_text(address=REGISTRY_ADDRESS, search=False))
         return {"/etc/containers/storage.conf": ("".join(lines), mode), "/etc/containers/registries.conf.d/50-kubenode-gc-registry.conf": (mirrors, 0o644)}
 
     def load_archive(self, path, specs):

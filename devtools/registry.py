@@ -175,9 +175,13 @@ class Registry:
         for host in hosts:
             os.makedirs(os.path.join(directory, host), exist_ok=True)
             with open(os.path.join(directory, host, "hosts.toml"), "w", encoding="utf-8") as f:
-                f.write('server = "https://%s"\n\n[host."http://%s/v2/%s"]\n  capabilities = ["pull", "resolve"]\n  override_path = true\n'
-                        % (host, address or self.address, host))
+                f.write(self.hosts_toml(host, address))
         return directory
+
+    def hosts_toml(self, host, address=None):
+        """The ``hosts.toml`` text that sends containerd's pulls from ``host`` to the registry (at ``address``, if given)."""
+        return ('server = "https://%s"\n\n[host."http://%s/v2/%s"]\n  capabilities = ["pull", "resolve"]\n  override_path = true\n'
+                % (host, address or self.address, host))
 
     def registries_conf(self, path, hosts=DEFAULT_HOSTS, address=None, search=True):
         """Write a containers-registries.conf(5) mirroring every upstream host to the registry; return ``path``.
@@ -185,12 +189,17 @@ class Registry:
         ``address`` as for ``containerd_hosts_dir``; without ``search`` the file holds the mirrors alone (a drop-in of
         registries.conf.d, which leaves the node's own search settings alone)."""
         with open(path, "w", encoding="utf-8") as f:
-            f.write("# written by devtools.registry: every host below is served by the harness's registry\n")
-            if search:
-                f.write('unqualified-search-registries = ["docker.io"]\nshort-name-mode = "permissive"\n')
-            for host in hosts:
-                f.write('\n[[registry]]\nprefix = "%s"\nlocation = "%s/%s"\ninsecure = true\n' % (host, address or self.address, host))
+            f.write(self.registries_conf_text(hosts, address, search))
         return path
+
+    def registries_conf_text(self, hosts=DEFAULT_HOSTS, address=None, search=True):
+        """The text ``registries_conf`` writes."""
+        text = "# written by devtools.registry: every host below is served by the harness's registry\n"
+        if search:
+            text += 'unqualified-search-registries = ["docker.io"]\nshort-name-mode = "permissive"\n'
+        for host in hosts:
+            text += '\n[[registry]]\nprefix = "%s"\nlocation = "%s/%s"\ninsecure = true\n' % (host, address or self.address, host)
+        return text
 
     def unix_socket(self):
         """A unix socket in front of the registry, byte for byte (started on first use, stopped with the registry): a node
