@@ -361,7 +361,9 @@ def test_cleanup_freed_over_threshold_nodes_to_low(cleanup, configured, before):
         assert {"registry.example/app:1", "registry.example/job:1", node.sandbox_image} <= tags
         if RUNTIMES[name] == "cri-dockerd":  # the image of the container outside Kubernetes stays, and the container runs
             assert OUTSIDE_IMAGE in tags
-            assert node.exec("docker", "inspect", "-f", "{{.State.Running}}", "ci-runner").strip() == "true"
+            # the whole state in the message: if it ever stopped, how (exit code, OOM kill, error, when) and dockerd's word on it
+            state = json.loads(node.exec("docker", "inspect", "-f", "{{json .State}}", "ci-runner"))
+            assert state["Running"] is True, (state, node.exec("sh", "-c", "journalctl -u docker --no-pager | tail -40", check=False))
         history = node.exec("sh", "-c", "cat /var/lib/kubenode-gc/history/*.json")
         record = json.loads(history)
         assert record["status"] == "cleaned" and len(record["images"]) == len(ids_before - left)
