@@ -25,19 +25,22 @@ from ansible_collections.kubenode.gc.plugins.module_utils._quantity import byte_
 
 PREFIXES = ("kubenode_gc_", "kubelet_gc_", "containerd_storage_", "crio_storage_", "node_prereqs_", "gc_timer_")
 UNSET = object()
+EXTRA = "*"  # Variable.setting of a map of further settings, enforced as given
 PLAYBOOKS = ("audit", "cleanup", "configure")
 
 
 class Variable:
     """One variable: ``kind`` is str, int, float, bool, list, dict, raw, percent (an int 0..100), duration (a Go duration
     the kubelet accepts) or bytes (a number of bytes or a quantity such as 50Gi, as image_gc's byte targets); ``default``
-    UNSET when there is none (the variable is then unset unless the user sets it)."""
+    UNSET when there is none (the variable is then unset unless the user sets it); ``setting`` the key of the runtime's or
+    the kubelet's configuration a role variable sets (EXTRA: a map of further keys), which the role enforces and the audit
+    measures drift against (role_settings)."""
 
     def __init__(self, name, kind, used_by, description=None, default=UNSET, choices=None, minimum=None, maximum=None,
-                 elements=None, quantity=False):
+                 elements=None, quantity=False, setting=None):
         self.name, self.kind, self.used_by, self.description = name, kind, tuple(used_by), description
         self.default, self.choices, self.minimum, self.maximum = default, choices, minimum, maximum
-        self.elements, self.quantity = elements, quantity
+        self.elements, self.quantity, self.setting = elements, quantity, setting
 
     @property
     def role(self):
@@ -158,18 +161,18 @@ DECLARATION = (
     # kubelet_gc (descriptions in roles/kubelet_gc/meta/argument_specs.yml)
     Variable("kubelet_gc_manage", "str", _KUBELET, default="merge", choices=["merge", "template"]),
     Variable("kubelet_gc_config_path", "str", _KUBELET, default=""),
-    Variable("kubelet_gc_image_gc_high_threshold_percent", "percent", _KUBELET),
-    Variable("kubelet_gc_image_gc_low_threshold_percent", "percent", _KUBELET),
-    Variable("kubelet_gc_image_minimum_gc_age", "duration", _KUBELET),
-    Variable("kubelet_gc_image_maximum_gc_age", "duration", _KUBELET),
-    Variable("kubelet_gc_eviction_hard", "dict", _KUBELET),
-    Variable("kubelet_gc_eviction_soft", "dict", _KUBELET),
-    Variable("kubelet_gc_eviction_soft_grace_period", "dict", _KUBELET),
-    Variable("kubelet_gc_eviction_minimum_reclaim", "dict", _KUBELET),
-    Variable("kubelet_gc_merge_default_eviction_settings", "bool", _KUBELET),
-    Variable("kubelet_gc_container_log_max_size", "str", _KUBELET, quantity=True),
-    Variable("kubelet_gc_container_log_max_files", "int", _KUBELET, minimum=2),
-    Variable("kubelet_gc_extra_settings", "dict", _KUBELET, default={}),
+    Variable("kubelet_gc_image_gc_high_threshold_percent", "percent", _KUBELET, setting="imageGCHighThresholdPercent"),
+    Variable("kubelet_gc_image_gc_low_threshold_percent", "percent", _KUBELET, setting="imageGCLowThresholdPercent"),
+    Variable("kubelet_gc_image_minimum_gc_age", "duration", _KUBELET, setting="imageMinimumGCAge"),
+    Variable("kubelet_gc_image_maximum_gc_age", "duration", _KUBELET, setting="imageMaximumGCAge"),
+    Variable("kubelet_gc_eviction_hard", "dict", _KUBELET, setting="evictionHard"),
+    Variable("kubelet_gc_eviction_soft", "dict", _KUBELET, setting="evictionSoft"),
+    Variable("kubelet_gc_eviction_soft_grace_period", "dict", _KUBELET, setting="evictionSoftGracePeriod"),
+    Variable("kubelet_gc_eviction_minimum_reclaim", "dict", _KUBELET, setting="evictionMinimumReclaim"),
+    Variable("kubelet_gc_merge_default_eviction_settings", "bool", _KUBELET, setting="mergeDefaultEvictionSettings"),
+    Variable("kubelet_gc_container_log_max_size", "str", _KUBELET, quantity=True, setting="containerLogMaxSize"),
+    Variable("kubelet_gc_container_log_max_files", "int", _KUBELET, minimum=2, setting="containerLogMaxFiles"),
+    Variable("kubelet_gc_extra_settings", "dict", _KUBELET, default={}, setting=EXTRA),
     Variable("kubelet_gc_template_extra", "dict", _KUBELET, default={}),
     Variable("kubelet_gc_backup", "bool", _KUBELET, default=True),
     Variable("kubelet_gc_restart", "bool", _KUBELET, default=True),
@@ -178,12 +181,12 @@ DECLARATION = (
     # containerd_storage (descriptions in roles/containerd_storage/meta/argument_specs.yml)
     Variable("containerd_storage_manage", "str", _CONTAINERD, default="merge", choices=["merge", "template"]),
     Variable("containerd_storage_config_path", "str", _CONTAINERD, default="/etc/containerd/config.toml"),
-    Variable("containerd_storage_root", "str", _CONTAINERD),
-    Variable("containerd_storage_state", "str", _CONTAINERD),
-    Variable("containerd_storage_snapshotter", "str", _CONTAINERD),
-    Variable("containerd_storage_sandbox_image", "str", _CONTAINERD),
-    Variable("containerd_storage_pinned_images", "list", _CONTAINERD, elements="str"),
-    Variable("containerd_storage_discard_unpacked_layers", "bool", _CONTAINERD),
+    Variable("containerd_storage_root", "str", _CONTAINERD, setting="root"),
+    Variable("containerd_storage_state", "str", _CONTAINERD, setting="state"),
+    Variable("containerd_storage_snapshotter", "str", _CONTAINERD, setting="snapshotter"),
+    Variable("containerd_storage_sandbox_image", "str", _CONTAINERD, setting="sandbox_image"),
+    Variable("containerd_storage_pinned_images", "list", _CONTAINERD, elements="str", setting="pinned_images"),
+    Variable("containerd_storage_discard_unpacked_layers", "bool", _CONTAINERD, setting="discard_unpacked_layers"),
     Variable("containerd_storage_template_version", "int", _CONTAINERD, default=2, choices=[2, 3]),
     Variable("containerd_storage_template_cri_options", "dict", _CONTAINERD, default={}),
     Variable("containerd_storage_systemd_cgroup", "bool", _CONTAINERD, default=True),
@@ -202,11 +205,11 @@ DECLARATION = (
     Variable("crio_storage_storage_conf_path", "str", _CRIO, default="/etc/containers/storage.conf"),
     Variable("crio_storage_config_path", "str", _CRIO, default="/etc/crio/crio.conf"),
     Variable("crio_storage_dropin_dir", "str", _CRIO, default="/etc/crio/crio.conf.d"),
-    Variable("crio_storage_graphroot", "str", _CRIO),
-    Variable("crio_storage_runroot", "str", _CRIO),
-    Variable("crio_storage_imagestore", "str", _CRIO),
-    Variable("crio_storage_driver", "str", _CRIO),
-    Variable("crio_storage_pause_image", "str", _CRIO),
+    Variable("crio_storage_graphroot", "str", _CRIO, setting="graphroot"),
+    Variable("crio_storage_runroot", "str", _CRIO, setting="runroot"),
+    Variable("crio_storage_imagestore", "str", _CRIO, setting="imagestore"),
+    Variable("crio_storage_driver", "str", _CRIO, setting="driver"),
+    Variable("crio_storage_pause_image", "str", _CRIO, setting="pause_image"),
     Variable("crio_storage_pinned_images", "list", _CRIO, elements="str"),
     Variable("crio_storage_pinned_dropin", "str", _CRIO, default="90-kubenode-gc-pinned.conf"),
     Variable("crio_storage_template_options", "dict", _CRIO, default={}),
@@ -258,7 +261,7 @@ VARIABLES = {v.name: v for v in DECLARATION}
 
 # set by the playbooks and roles themselves (facts, registered results): accepted, never checked
 INTERNAL = frozenset((
-    "kubenode_gc_audit_hosts", "kubenode_gc_audit_node", "kubenode_gc_cleanup_hosts", "kubenode_gc_cleanup_node",
+    "kubenode_gc_audit_hosts", "kubenode_gc_audit_node", "kubenode_gc_audit_result", "kubenode_gc_cleanup_hosts", "kubenode_gc_cleanup_node",
     "kubenode_gc_cleanup_waves", "kubenode_gc_cleanup_stopped",
     "kubenode_gc_report", "kubenode_gc_report_history", "kubelet_gc_result", "containerd_storage_result", "crio_storage_result",
     "node_prereqs_python",
@@ -452,3 +455,25 @@ def first_error(values):
     if len(found) == 1:
         return found[0]
     return "%s (and %d more problem(s) with the kubenode.gc variables)." % (found[0].rstrip(".?"), len(found) - 1)
+
+
+def role_settings(role, value_of):
+    """The configuration keys ``role`` (kubelet_gc, containerd_storage, crio_storage) enforces and the audit measures drift
+    against: each variable of the role with a ``setting``, its value (``value_of(name)``, UNSET when the variable is not
+    set: then its declared default) where not null, booleans as booleans (a ``-e ...=true`` is a string), and last the
+    role's EXTRA map of further keys. Raises VariableError naming a variable that is not what it must be."""
+    settings, extra = {}, {}
+    for var in DECLARATION:
+        if var.setting is None or var.role != role:
+            continue
+        value = value_of(var.name)
+        if value is UNSET:
+            value = None if var.default is UNSET else var.default
+        if value is None:
+            continue
+        if var.setting == EXTRA:
+            extra = convert(var, value)
+        else:
+            settings[var.setting] = convert(var, value) if var.kind == "bool" else value
+    settings.update(extra)
+    return settings

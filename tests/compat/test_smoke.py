@@ -73,6 +73,11 @@ def run(node, tmp_path_factory):
         "kubenode_gc_ledger_path": "",
         "kubenode_gc_report_dir": str(work / "report"),
         "kubelet_gc_config_path": str(kubelet),
+        # what the roles enforce, as the audit measures drift against it (kubenode.gc.role_settings): a template, which
+        # ansible-core 2.16 to 2.18 hand to lookups unrendered, and a boolean written as a string, as -e gives it
+        "kubelet_gc_image_gc_high_threshold_percent": "{{ 70 + 5 }}",
+        "kubelet_gc_image_gc_low_threshold_percent": 65,
+        "containerd_storage_discard_unpacked_layers": "true",
         "containerd_storage_config_path": runtime.config_path,
         "smoke_results": str(work / "results.json"),
         "kubenode_gc_cleanup_image_mode": "prune",
@@ -146,6 +151,11 @@ def test_audit_report(run):
     (node,) = report["nodes"]
     assert node["host"] == "smoke-node" and node["status"] == "ok", node
     assert node["runtime"]["name"] == "containerd"
+    # the kubelet_config task set 75 and 60: only the low threshold differs from the role variables
+    drift = {(d["component"], d["key"]): (d["desired"], d["actual"]) for d in node["drift"]}
+    assert drift[("kubelet", "imageGCLowThresholdPercent")] == (65, 60), node["drift"]
+    assert ("kubelet", "imageGCHighThresholdPercent") not in drift, node["drift"]
+    assert drift[("containerd", "discard_unpacked_layers")][0] is True, node["drift"]
     assert (report_dir / "report.html").stat().st_size > 0
 
 

@@ -173,3 +173,45 @@ def test_play_keyword_variables_from_the_inventory_are_refused_and_from_e_accept
     assert fleet_variable_error(["b"], {"b": {"kubenode_gc_cleanup_serial": "lots"}}, keywords=keywords).startswith(
         "b: kubenode_gc_cleanup_serial='lots' is not a number of nodes")
     assert fleet_variable_error(["b"], hostvars) == ""  # without keywords: the variables only
+
+
+def _values(values):
+    return lambda name: values.get(name, v.UNSET)
+
+
+def test_role_settings_at_the_roles_defaults_enforce_nothing():
+    for role in ("kubelet_gc", "containerd_storage", "crio_storage"):
+        assert v.role_settings(role, _values({})) == {}, role
+
+
+def test_role_settings_map_each_variable_to_its_key_and_leave_out_nulls():
+    kubelet = v.role_settings("kubelet_gc", _values({
+        "kubelet_gc_image_gc_high_threshold_percent": 80, "kubelet_gc_image_gc_low_threshold_percent": None,
+        "kubelet_gc_eviction_hard": {"imagefs.available": "15%"}, "kubelet_gc_merge_default_eviction_settings": "yes",
+        "kubelet_gc_extra_settings": {"imageGCHighThresholdPercent": 90, "serializeImagePulls": False},
+        "kubelet_gc_config_path": "/etc/kubernetes/kubelet.yaml"}))
+    # the extra map last, over the variables; a -e boolean string as a boolean; paths are no setting
+    assert kubelet == {"imageGCHighThresholdPercent": 90, "evictionHard": {"imagefs.available": "15%"},
+                       "mergeDefaultEvictionSettings": True, "serializeImagePulls": False}
+    containerd = v.role_settings("containerd_storage", _values({
+        "containerd_storage_root": "/data/containerd", "containerd_storage_pinned_images": ["registry.example/app:1"],
+        "containerd_storage_discard_unpacked_layers": "true", "crio_storage_graphroot": "/elsewhere"}))
+    assert containerd == {"root": "/data/containerd", "pinned_images": ["registry.example/app:1"], "discard_unpacked_layers": True}
+    assert v.role_settings("crio_storage", _values({"crio_storage_graphroot": "/data/crio", "crio_storage_pinned_images": ["x"],
+                                                    "crio_storage_driver": "overlay"})) == {"graphroot": "/data/crio", "driver": "overlay"}
+
+
+def test_role_settings_keys_are_the_keys_the_modules_enforce():
+    from ansible_collections.kubenode.gc.plugins.module_utils.config import _runtime_config_policy as rc  # pylint: disable=import-outside-toplevel
+
+    keys = {role: {var.setting for var in v.DECLARATION if var.setting and var.role == role} for role in ("containerd_storage", "crio_storage")}
+    assert keys["containerd_storage"] == set(rc.CONTAINERD_KEYS) | {rc.PINNED_IMAGES}
+    assert keys["crio_storage"] == set(rc.CRIO_KEYS)
+    assert {var.setting for var in v.DECLARATION if var.setting and var.role not in keys} == {
+        "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "imageMaximumGCAge", "evictionHard", "evictionSoft",
+        "evictionSoftGracePeriod", "evictionMinimumReclaim", "mergeDefaultEvictionSettings", "containerLogMaxSize", "containerLogMaxFiles", v.EXTRA}
+
+
+def test_role_settings_name_a_wrong_boolean():
+    with pytest.raises(v.VariableError, match=r"^containerd_storage_discard_unpacked_layers='maybe' is not a boolean"):
+        v.role_settings("containerd_storage", _values({"containerd_storage_discard_unpacked_layers": "maybe"}))
