@@ -7,9 +7,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int, check_record, drift_from_results, prometheus_label
+from ansible_collections.kubenode.gc.plugins.plugin_utils._fleet import as_int, audit_record, check_record, drift_from_results, prometheus_label
 from ansible_collections.kubenode.gc.plugins.plugin_utils._gc_table import apply_result, human_bytes, new_row, render_table
 
 
@@ -23,6 +25,13 @@ def _pairs(value, name, keep=False):
         record, host = item
         out.append((record if keep or isinstance(record, dict) else None, str(host)))
     return out
+
+
+def audit_node(value):
+    """A host's variables (hostvars[host]) after the audit play -> its audit record, or None when it has no audit result."""
+    if not isinstance(value, Mapping):
+        raise AnsibleFilterError("audit_node expects a host's variables (hostvars[host]), got %s." % type(value).__name__)
+    return audit_record(value)
 
 
 def audit_nodes(value):
@@ -179,4 +188,4 @@ def cleanup_summary(value):
 
 class FilterModule:
     def filters(self):
-        return {"audit_nodes": audit_nodes, "prometheus_label": prometheus_label, "cleanup_record": cleanup_record, "cleanup_summary": cleanup_summary}
+        return {"audit_node": audit_node, "audit_nodes": audit_nodes, "prometheus_label": prometheus_label, "cleanup_record": cleanup_record, "cleanup_summary": cleanup_summary}

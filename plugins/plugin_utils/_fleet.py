@@ -64,8 +64,44 @@ def sorted_drift(items):
     return sorted(out, key=lambda d: (str(d["component"]), str(d["key"]), str(d["desired"]), str(d["actual"])))
 
 
+# ------------------------------------------------------------------------------------------- the audit record
+# A host's audit record (the report's input, and the node_exporter template's kubenode_gc_audit_node): built once per
+# host on the controller from what the audit play left in the host's variables, with no task per host.
+AUDIT_RESULT = "kubenode_gc_audit_result"  # playbooks/audit.yml registers node_audit's result under this name
+AUDIT_PARTS = ("cri_info", "kubelet_config", "kubelet_config_drift", "runtime_config", "runtime_config_drift", "image_gc_policy",
+               "image_gc_prune", "image_listed", "container_gc", "disk_usage", "credential_records", "image_pin", "summary", "nodefs")
+
+
+def audit_record(variables):
+    """The audit record of a host whose variables (hostvars[host]: a mapping) hold the audit play's node_audit result,
+    None when they hold none (the host never reached that task). A failed or unreachable run gives the record its
+    ``error`` (the result's msg); an unreachable one keeps its result as ``cri_info``, for the report to say why. The
+    playbook variables the report shows are taken as set for the host, else their defaults."""
+    result = variables.get(AUDIT_RESULT) if isinstance(variables, Mapping) else None
+    if not isinstance(result, Mapping):
+        return None
+    unreachable = bool(result.get("unreachable"))
+    audit = result.get("audit")
+    audit = audit if isinstance(audit, Mapping) else {}
+    record = {"host": str(variables.get("inventory_hostname")),
+              "error": result.get("msg", "failed") if unreachable or result.get("failed") else None}
+    for part in AUDIT_PARTS:
+        record[part] = audit.get(part)
+    if "cri_info" not in audit and unreachable:
+        record["cri_info"] = dict(result)
+    record["gc_timer"] = audit.get("gc_timer", {"installed": None, "state": ""})
+    record["remove_images"] = variables.get("kubenode_gc_remove_images", [])
+    record["keep_images"] = variables.get("kubenode_gc_keep_images", [])
+    metrics_dir = variables.get("kubenode_gc_audit_metrics_dir", "")
+    record["metrics_file"] = "%s/kubenode_gc.prom" % metrics_dir if metrics_dir else None
+    record["inodes_thresholds"] = {"high_percent": variables.get("kubenode_gc_inodes_high_threshold_percent"),
+                                   "low_percent": variables.get("kubenode_gc_inodes_low_threshold_percent")}
+    record["free_bytes_targets"] = {"high": variables.get("kubenode_gc_free_bytes_high"), "low": variables.get("kubenode_gc_free_bytes_low")}
+    return record
+
+
 # ------------------------------------------------------------------------------------------- record validation
-# The shape of an audit record (playbooks/audit.yml, "Collect this node's audit"), limited to what the report reads.
+# The shape of an audit record (audit_record, above), limited to what the report reads.
 # A spec is a kind name, a dict (a mapping: its listed keys checked, others ignored) or a one-item list (a list of it).
 # Kinds: "any" (not read as a structure), "scalar" (str, number, bool or null), "number" (a finite number or a string
 # of one, at most MAX_NUMBER in magnitude, or null). A null is accepted for every key (it means "not there").

@@ -1,12 +1,12 @@
 # Copyright (c) kubenode.gc contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The fleet playbooks' glue filters: audit_nodes and cleanup_summary."""
+"""The fleet playbooks' glue filters: audit_node, audit_nodes and cleanup_summary."""
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubenode.gc.plugins.filter.fleet import audit_nodes, cleanup_record, cleanup_summary
+from ansible_collections.kubenode.gc.plugins.filter.fleet import audit_node, audit_nodes, cleanup_record, cleanup_summary
 
 MIB = 1 << 20
 
@@ -15,6 +15,40 @@ def test_audit_nodes_keeps_records_and_fills_in_missing_hosts():
     nodes = audit_nodes([[{"host": "a", "error": None}, "a"], [None, "b"]])
     assert nodes[0] == {"host": "a", "error": None, "drift": []}
     assert nodes[1]["host"] == "b" and "before it could read the node" in nodes[1]["error"]
+
+
+AUDIT = {"cri_info": {"runtime": {"name": "containerd"}}, "kubelet_config": {"findings": []}, "disk_usage": {"categories": {}},
+         "summary": {"image_columns": ["id", "ref", "size", "marks"], "images": []}, "gc_timer": {"installed": True, "state": "ok"}}
+
+
+def test_audit_node_builds_the_record_from_the_hosts_result_and_variables():
+    variables = {"inventory_hostname": "node-1", "kubenode_gc_audit_result": {"changed": False, "audit": AUDIT},
+                 "kubenode_gc_remove_images": ["old:1"], "kubenode_gc_audit_metrics_dir": "/var/lib/node_exporter",
+                 "kubenode_gc_inodes_high_threshold_percent": 90, "kubenode_gc_inodes_low_threshold_percent": 80}
+    record = audit_node(variables)
+    assert record["host"] == "node-1" and record["error"] is None
+    assert record["cri_info"] == AUDIT["cri_info"] and record["summary"] == AUDIT["summary"] and record["gc_timer"] == AUDIT["gc_timer"]
+    assert record["image_gc_policy"] is None and record["nodefs"] is None  # parts the result does not have
+    assert record["remove_images"] == ["old:1"] and record["keep_images"] == []
+    assert record["metrics_file"] == "/var/lib/node_exporter/kubenode_gc.prom"
+    assert record["inodes_thresholds"] == {"high_percent": 90, "low_percent": 80}
+    assert record["free_bytes_targets"] == {"high": None, "low": None}
+    # the report reads it as it read the fact the playbook collected before
+    (node,) = audit_nodes([[record, "node-1"]])
+    assert node["host"] == "node-1" and node["drift"] == [] and "error" in node
+
+
+def test_audit_node_of_a_failed_or_unreachable_host_carries_its_error():
+    failed = audit_node({"inventory_hostname": "n", "kubenode_gc_audit_result": {"failed": True, "msg": "no CRI socket"}})
+    assert failed["error"] == "no CRI socket" and failed["cri_info"] is None and failed["gc_timer"] == {"installed": None, "state": ""}
+    unreachable = {"unreachable": True, "msg": "ssh: connection refused", "changed": False}
+    record = audit_node({"inventory_hostname": "n", "kubenode_gc_audit_result": unreachable})
+    assert record["error"] == "ssh: connection refused" and record["cri_info"] == unreachable
+    assert audit_node({"inventory_hostname": "n", "kubenode_gc_audit_result": {"failed": True}})["error"] == "failed"
+    # a host that never reached the node audit has no record: audit_nodes makes it a failed node
+    assert audit_node({"inventory_hostname": "n"}) is None
+    with pytest.raises(AnsibleFilterError, match=r"^audit_node expects a host's variables"):
+        audit_node(["n"])
 
 
 def test_audit_nodes_rejects_bad_input():
