@@ -557,6 +557,8 @@ rpc_calls:
   type: dict
 """
 
+# first: each file imported from the module's zip is compiled once, not twice (see _zipimport)
+from ansible_collections.kubenode.gc.plugins.module_utils import _zipimport  # noqa: F401  pylint: disable=unused-import
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS, execute

@@ -257,6 +257,8 @@ audit:
                    "sha256:9c4e4a7b1d2f0e5a6b3c8d7e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c docker.io/library/nginx:1.27 72411776 gr"]
 """
 
+# first: each file imported from the module's zip is compiled once, not twice (see _zipimport)
+from ansible_collections.kubenode.gc.plugins.module_utils import _zipimport  # noqa: F401  pylint: disable=unused-import
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenode.gc.plugins.module_utils.node._node_audit import ARGUMENT_SPEC, execute
