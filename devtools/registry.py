@@ -86,6 +86,7 @@ class Registry:
         self.proc = None
         self.pushed = {}  # tag -> config digest of what the registry holds under that tag
         self._lock = threading.Lock()
+        self._tag_locks = {}  # tag -> the lock its pushes hold: one push of a tag at a time
         self._docker_proxy = None
         self._unix_relay = None
 
@@ -148,15 +149,24 @@ class Registry:
         if host not in DEFAULT_HOSTS:
             raise ValueError("%s: the harness's runtimes mirror only %s; add the host to devtools.registry.DEFAULT_HOSTS" % (tag, ", ".join(DEFAULT_HOSTS)))
         with self._lock:
-            if digest is not None and self.pushed.get(tag) == digest:
-                return
-        cmd = [SKOPEO, "copy", "--quiet", "--dest-tls-verify=false", "--dest-compress-format", "gzip",
-               "docker-archive:%s:%s" % (archive, tag), "docker://" + self.repository(tag)]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if out.returncode != 0:
-            raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), out.returncode, out.stderr.strip()))
-        with self._lock:
-            self.pushed[tag] = digest
+            tag_lock = self._tag_locks.setdefault(tag, threading.Lock())
+        # nodes set up in parallel push the same tags: the second push of a tag waits for the first, then skips
+        with tag_lock:
+            with self._lock:
+                if digest is not None and self.pushed.get(tag) == digest:
+                    return
+            cmd = [SKOPEO, "copy", "--quiet", "--dest-tls-verify=false", "--dest-compress-format", "gzip",
+                   "docker-archive:%s:%s" % (archive, tag), "docker://" + self.repository(tag)]
+            for attempt in range(3):
+                out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+                # two pushes of a layer that tags share (different tags, at once) can make docker-registry answer "blob
+                # unknown" for the manifest of one of them; the copy is idempotent, so it is made again
+                if out.returncode == 0 or "blob unknown" not in out.stderr or attempt == 2:
+                    break
+            if out.returncode != 0:
+                raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), out.returncode, out.stderr.strip()))
+            with self._lock:
+                self.pushed[tag] = digest
 
     def digest(self, tag):
         """The digest of the manifest the registry serves for ``tag`` (what a pull records as the image's repo digest)."""
