@@ -16,14 +16,16 @@ For each run it measures:
   its forks and every module process (``resource.getrusage(RUSAGE_CHILDREN)`` around the
   subprocess). The runtime's own CPU is not in it (not a child).
 * executions on each node: each host's ``ansible_python_interpreter`` is a small wrapper that
-  counts its starts, then execs Python; a module execution on a node is one interpreter start
+  counts its starts and runs Python; a module execution on a node is one interpreter start
   (tasks delegated to the controller use the controller's interpreter and are not counted).
+  The wrapper also records the CPU seconds of each execution (the shell's ``times``), so the
+  per-node cost splits into the module processes ("node") and the rest ("controller").
 Each measurement is made --repeat times (default 3, N=1 and N=--hosts interleaved) and the median
 is used: this machine's CPU seconds vary by tens of percent from run to run. It prints the marginal
-CPU seconds per node, (cpu(N) - cpu(1)) / (N - 1), and the executions per node, against the targets
-of issue 25: <= 1.0 CPU-s per node on a small node, <= 1.5 with 2,000 images; and, measured in the
-same runs, what gathering facts (``ansible.builtin.setup``, the yardstick the issue names for 1.0)
-costs per node, with the audit's cost as a multiple of it. Last, it runs ``kubenode.gc.cleanup``
+CPU seconds per node, (cpu(N) - cpu(1)) / (N - 1), and the executions per node; and, measured in
+the same runs, what gathering facts (``ansible.builtin.setup``) costs per node, with the audit's cost
+as a multiple of it. Targets (issue 43, stricter than issue 25's 1.0 and 1.5): at most 1.2 times
+``setup`` on a small node, at most 1.2 CPU-s per node with 2,000 images. Last, it runs ``kubenode.gc.cleanup``
 for real on the N hosts in prune mode (no node skipped) and prints the executions per cleaned node
 (issue 25: at most 3 besides writing the history record). Run as root (the runtime). The machine
 should be otherwise idle; it says when not.
@@ -50,7 +52,8 @@ make_importable()
 from devtools import runtimes  # noqa: E402  pylint: disable=wrong-import-position
 from devtools.images import ImageSpec  # noqa: E402  pylint: disable=wrong-import-position
 
-TARGETS = {"small": 1.0, "large": 1.5}
+TARGETS = {"small": 1.0, "large": 1.2}  # CPU-s per node (issues 25 and 43)
+SETUP_MULTIPLE = 1.2  # the small node's cost, at most this many times setup's (issue 43)
 KUBELET = """apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 imageGCHighThresholdPercent: 85
@@ -87,7 +90,9 @@ class Bench:
             shutil.copyfile(self.rt.config_path, os.path.join(hostdir, "containerd.toml"))
             wrapper = os.path.join(hostdir, "python")
             with open(wrapper, "w", encoding="utf-8") as f:
-                f.write("#!/bin/sh\necho >> %s\nexec %s \"$@\"\n" % (os.path.join(hostdir, "executions"), sys.executable))
+                # counts the start, runs Python, then appends the CPU its child used (times' second line: user, system)
+                f.write("#!/bin/sh\necho >> %s\n%s \"$@\"\nrc=$?\ntimes >> %s\nexit $rc\n"
+                        % (os.path.join(hostdir, "executions"), sys.executable, os.path.join(hostdir, "cpu")))
             os.chmod(wrapper, 0o755)
             hosts[name] = {
                 "ansible_python_interpreter": wrapper,
@@ -107,9 +112,10 @@ class Bench:
         return path
 
     def audit(self, n, playbook="kubenode.gc.audit", extra=()):
-        """(CPU seconds of the whole run, wall seconds, executions on each node as a sorted list)."""
+        """(CPU seconds of the whole run, wall seconds, executions on each node as a sorted list, CPU seconds of the
+        module processes on all nodes)."""
         self.runs += 1
-        for counter in glob.glob(os.path.join(self.workdir, "hosts", "*", "executions")):
+        for counter in glob.glob(os.path.join(self.workdir, "hosts", "*", "executions")) + glob.glob(os.path.join(self.workdir, "hosts", "*", "cpu")):
             os.unlink(counter)
         inventory = self.inventory(n)
         env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path(), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
@@ -121,14 +127,32 @@ class Bench:
         cpu, wall = children_cpu() - cpu, time.perf_counter() - wall
         if proc.returncode != 0 or "failed=0" not in proc.stdout:
             raise RuntimeError("the audit failed (%d):\n%s\n%s" % (proc.returncode, proc.stdout[-4000:], proc.stderr[-2000:]))
-        executions = []
+        executions, node_cpu = [], 0.0
         for i in range(n):
+            hostdir = os.path.join(self.workdir, "hosts", "node-%03d" % i)
             try:
-                with open(os.path.join(self.workdir, "hosts", "node-%03d" % i, "executions"), encoding="utf-8") as f:
+                with open(os.path.join(hostdir, "executions"), encoding="utf-8") as f:
                     executions.append(len(f.read().splitlines()))
             except FileNotFoundError:
                 executions.append(0)
-        return cpu, wall, sorted(executions)
+            node_cpu += module_cpu(os.path.join(hostdir, "cpu"))
+        return cpu, wall, sorted(executions), node_cpu
+
+
+def module_cpu(path):
+    """CPU seconds of the module processes a host's wrapper ran: the second line of each ``times`` output it appended
+    (the shell's children: ``0m0.410000s 0m0.050000s``)."""
+    total = 0.0
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return total
+    for line in lines[1::2]:
+        for field in line.split():
+            minutes, seconds = field.rstrip("s").split("m")
+            total += 60 * float(minutes) + float(seconds)
+    return total
 
 
 def median_run(runs):
@@ -177,6 +201,8 @@ def main():
                 setups.append((bench.audit(1, facts), bench.audit(args.hosts, facts)))
             setup = sorted((many[0] - one[0]) / (args.hosts - 1) for one, many in setups)[len(setups) // 2]
             results[kind] = (images, median_run(ones), median_run(manys), [m[0] for m in manys], setup)
+            nodes = [(many[3] - one[3]) / (args.hosts - 1) for one, many in zip(ones, manys)]
+            results[kind] += (sorted(nodes)[len(nodes) // 2],)
         # the cleanup, for real, every node cleaned (prune mode: no node is skipped), all waves at once: executions only
         # (the hosts share one runtime, so the first node's prune removes what the others then find gone)
         cleanup = bench.audit(args.hosts, "kubenode.gc.cleanup", [
@@ -187,17 +213,20 @@ def main():
           % (args.runtime, args.forks, args.hosts, load, load_average()))
     ok = True
     print("each figure is the median of %d runs" % args.repeat)
-    for kind, (images, one, many, spread, setup) in results.items():
+    for kind, (images, one, many, spread, setup, node) in results.items():
         marginal = (many[0] - one[0]) / (args.hosts - 1)
-        ok = ok and marginal <= TARGETS[kind]
+        multiple = marginal / setup if setup > 0 else float("nan")
+        ok = ok and marginal <= TARGETS[kind] and (kind != "small" or multiple <= SETUP_MULTIPLE)
         print("%-5s node, %5d images: N=1 %6.2f CPU-s (%5.1f s wall), N=%d %6.2f CPU-s (%5.1f s wall; runs %s)"
               % (kind, images, one[0], one[1], args.hosts, many[0], many[1], " ".join("%.1f" % c for c in spread)))
-        print("      marginal %.2f CPU-s per node (target <= %.1f: %s); executions per node %s"
-              % (marginal, TARGETS[kind], "met" if marginal <= TARGETS[kind] else "NOT met",
+        print("      marginal %.2f CPU-s per node (target <= %.1f: %s): the module processes on the node %.2f, the rest %.2f; "
+              "executions per node %s"
+              % (marginal, TARGETS[kind], "met" if marginal <= TARGETS[kind] else "NOT met", node, marginal - node,
                  many[2][0] if many[2][0] == many[2][-1] else "%d-%d" % (many[2][0], many[2][-1])))
         print("      yardstick: gathering facts (ansible.builtin.setup) costs %.2f CPU-s per node in the same runs; the audit "
-              "costs %.2f times that" % (setup, marginal / setup if setup > 0 else float("nan")))
-    print("targets: %s" % ("both met" if ok else "NOT met"))
+              "costs %.2f times that%s" % (setup, multiple, (" (target <= %.1f: %s)" % (SETUP_MULTIPLE, "met" if multiple <= SETUP_MULTIPLE else "NOT met"))
+                                             if kind == "small" else ""))
+    print("targets: %s" % ("all met" if ok else "NOT met"))
     executions = cleanup[2][0] if cleanup[2][0] == cleanup[2][-1] else "%d-%d" % (cleanup[2][0], cleanup[2][-1])
     print("kubenode.gc.cleanup, N=%d, every node cleaned (prune): executions per node %s, of which 2 write the history record "
           "(copy: stat + copy); %.2f CPU-s per node on average" % (args.hosts, executions, cleanup[0] / args.hosts))
