@@ -95,9 +95,10 @@ class ImageIndex:
         return self._by_ref.get(ref) or self._by_ref.get(normalize_image_ref(ref)) or set()
 
 
-def image_users(images, containers):
-    """{image id: sorted ids of containers (any state) that reference it}."""
-    index = ImageIndex(images)
+def image_users(images, containers, index=None):
+    """{image id: sorted ids of containers (any state) that reference it}; ``index``: the ImageIndex of ``images``, when the
+    caller has built it already."""
+    index = index if index is not None else ImageIndex(images)
     users = {}
     for c in containers:
         found = set()
@@ -350,8 +351,9 @@ def read_node(client, gather=GATHER_CHOICES, image_volumes=False):
         if image_volumes and supports_image_volumes(node["runtime"]):
             node["image_mounts"] = read_image_mounts(client, node["containers"])
         images = read_images(client)
-        users = image_users(images, node["containers"])
-        sandbox_ids = ImageIndex(images).resolve(node["runtime"]["sandbox_image"])
+        index = ImageIndex(images)  # built once: thousands of references, each normalized
+        users = image_users(images, node["containers"], index)
+        sandbox_ids = index.resolve(node["runtime"]["sandbox_image"])
         for img in images:
             img["used_by"] = users.get(img["id"], [])
             img["in_use"] = bool(img["used_by"])
