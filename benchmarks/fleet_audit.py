@@ -223,9 +223,11 @@ def main():
               "executions per node %s"
               % (marginal, TARGETS[kind], "met" if marginal <= TARGETS[kind] else "NOT met", node, marginal - node,
                  many[2][0] if many[2][0] == many[2][-1] else "%d-%d" % (many[2][0], many[2][-1])))
+        verdict = ""
+        if kind == "small":
+            verdict = " (target <= %.1f: %s)" % (SETUP_MULTIPLE, "met" if multiple <= SETUP_MULTIPLE else "NOT met")
         print("      yardstick: gathering facts (ansible.builtin.setup) costs %.2f CPU-s per node in the same runs; the audit "
-              "costs %.2f times that%s" % (setup, multiple, (" (target <= %.1f: %s)" % (SETUP_MULTIPLE, "met" if multiple <= SETUP_MULTIPLE else "NOT met"))
-                                             if kind == "small" else ""))
+              "costs %.2f times that%s" % (setup, multiple, verdict))
     print("targets: %s" % ("all met" if ok else "NOT met"))
     executions = cleanup[2][0] if cleanup[2][0] == cleanup[2][-1] else "%d-%d" % (cleanup[2][0], cleanup[2][-1])
     print("kubenode.gc.cleanup, N=%d, every node cleaned (prune): executions per node %s, of which 2 write the history record "

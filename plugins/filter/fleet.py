@@ -188,4 +188,5 @@ def cleanup_summary(value):
 
 class FilterModule:
     def filters(self):
-        return {"audit_node": audit_node, "audit_nodes": audit_nodes, "prometheus_label": prometheus_label, "cleanup_record": cleanup_record, "cleanup_summary": cleanup_summary}
+        return {"audit_node": audit_node, "audit_nodes": audit_nodes, "prometheus_label": prometheus_label, "cleanup_record": cleanup_record,
+                "cleanup_summary": cleanup_summary}

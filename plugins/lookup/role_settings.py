@@ -37,8 +37,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _raw:
-  description:
-    - One mapping of configuration keys to values, such as C({"imageGCHighThresholdPercent": 80}) for V(kubelet_gc).
+  description: >-
+    One mapping of configuration keys to values, such as C({"imageGCHighThresholdPercent": 80}) for V(kubelet_gc).
   type: list
   elements: dict
 """
