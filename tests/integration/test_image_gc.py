@@ -187,7 +187,8 @@ def test_byte_targets_start_below_free_bytes_high_and_stop_at_free_bytes_low(ans
     after = available(runtime)
     assert hit["triggered_by"] == ["bytes"] and hit["target"] == "bytes" and hit["target_reached"] is True
     assert target <= after < target + max(sizes) + MIB  # down to the low byte target, and at most one image further
-    assert hit["available_after"] == after and {r["reason"] for r in hit["removed"]} == {"space"}
+    # measured at the module's end; the runtime's own metadata may still move a few KiB after it (dockerd did, by 8 KiB)
+    assert abs(hit["available_after"] - after) < MIB and {r["reason"] for r in hit["removed"]} == {"space"}
     assert 0 < len(hit["removed"]) < 8 and len(tags_left(runtime)) == 1 + 8 - len(hit["removed"])
 
 
