@@ -27,7 +27,6 @@ import re
 from ansible_collections.kubenode.gc.plugins.module_utils import _daemons
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
 from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DEFAULT_ENDPOINT, DockerApiError, DockerClient
-from ansible_collections.kubenode.gc.plugins.module_utils.docker._names import RUNTIME_NAME, is_docker  # noqa: F401  pylint: disable=unused-import
 
 KUBERNETES_LABEL_PREFIX = "io.kubernetes."
 DOCKER_HOST_ENV = "DOCKER_HOST"

@@ -6,7 +6,8 @@
 # This file is private to the kubenode.gc collection; it is not a public API.
 
 """Whether the CRI runtime is cri-dockerd, apart from the Docker Engine's client (_engine): a run on another runtime
-asks without importing the client (http.client) or the /proc reading it needs. No I/O."""
+asks without importing the client (http.client) or the /proc reading it needs, and imports them with ``engine_api``
+once it is on cri-dockerd. No I/O."""
 
 from __future__ import annotations
 
@@ -16,3 +17,13 @@ RUNTIME_NAME = "docker"  # the runtime_name cri-dockerd reports over CRI
 def is_docker(runtime_name):
     """Whether a CRI runtime name is cri-dockerd's."""
     return (runtime_name or "").lower() == RUNTIME_NAME
+
+
+def engine_api():
+    """(docker/_engine, DockerApiError), imported when first asked for: only a run on cri-dockerd uses the Engine's
+    client, and every other run would pay its import (http.client, email) and the compile of its files for nothing."""
+    # pylint: disable=import-outside-toplevel
+    from ansible_collections.kubenode.gc.plugins.module_utils.docker import _engine
+    from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DockerApiError
+
+    return _engine, DockerApiError

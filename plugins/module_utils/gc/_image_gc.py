@@ -25,7 +25,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils.cri import _ledger
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import LOST_ANSWER_CODES, CriError, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_pin_policy import parse_version
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import check_keep_patterns, keep_matcher, patterns_matching
-from ansible_collections.kubenode.gc.plugins.module_utils.docker._names import is_docker
+from ansible_collections.kubenode.gc.plugins.module_utils.docker._names import engine_api, is_docker
 from ansible_collections.kubenode.gc.plugins.module_utils.gc import _image_policy as policy
 from ansible_collections.kubenode.gc.plugins.module_utils._kubelet import (
     IMAGE_GC_HIGH_THRESHOLD_PERCENT,
@@ -214,21 +214,11 @@ def run(client, opts, check_mode=False, now=None, statvfs=statvfs_usage):
     return result
 
 
-def _docker():
-    """(docker._engine, DockerApiError): imported on cri-dockerd alone; the Engine's client (http.client) and the /proc
-    reading it needs cost every other run an import for nothing."""
-    # pylint: disable=import-outside-toplevel
-    from ansible_collections.kubenode.gc.plugins.module_utils.docker import _engine
-    from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DockerApiError
-
-    return _engine, DockerApiError
-
-
 def docker_users(client, mountpoint, containers, sandboxes):
     """On cri-dockerd: (the Docker Engine's client, the containers it runs that the CRI does not list, as container
     records). An image such a container uses is in use, as one a pod uses; without the engine no image can be judged
     unused, so the run fails before anything is removed."""
-    docker_engine, DockerApiError = _docker()  # pylint: disable=invalid-name
+    docker_engine, DockerApiError = engine_api()  # pylint: disable=invalid-name
     try:
         engine, _info = docker_engine.connect(client.path, mountpoint, timeout=client.timeout, api_calls=client.rpc_calls)
     except DockerApiError as exc:
@@ -651,7 +641,7 @@ class _Executor:
             read_image_mounts(self.client, containers, self.image_mounts)
         if self.engine is not None:
             # every container of the engine, those outside Kubernetes among them (the CRI's own are listed twice: harmless)
-            docker_engine, DockerApiError = _docker()  # pylint: disable=invalid-name
+            docker_engine, DockerApiError = engine_api()  # pylint: disable=invalid-name
             try:
                 containers += docker_engine.outside_containers(self.engine, set())
             except DockerApiError as exc:
@@ -700,7 +690,7 @@ class _Executor:
         try:
             fut.result()
         except CriError as exc:
-            user = _docker()[0].conflict_container(str(exc)) if self.engine is not None else None
+            user = engine_api()[0].conflict_container(str(exc)) if self.engine is not None else None
             if user:
                 # Docker refused: a container it started since the last list uses the image (it may have untagged it first)
                 self.raced.append(img)

@@ -29,8 +29,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _inv
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import ContainerdClient
 from ansible_collections.kubenode.gc.plugins.module_utils.cri import _snapshot
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri_backend import cri_options
-from ansible_collections.kubenode.gc.plugins.module_utils.docker import _engine as docker_engine
-from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DockerApiError
+from ansible_collections.kubenode.gc.plugins.module_utils.docker._names import engine_api, is_docker
 from ansible_collections.kubenode.gc.plugins.module_utils.storage import _crio_storage, _docker_storage, _layer_blobs, _storage_policy
 
 # what disk_usage cannot see on cri-o (containers/storage has no namespaces, ingests or leases)
@@ -255,6 +254,7 @@ def docker_logs(walker, data_root, containers):
 def _run_docker(client, opts, result, imagefs, used):
     """disk_usage on cri-dockerd: the data root's categories from the Docker Engine's ``GET /system/df`` (the engine behind
     the CRI socket, see docker/_engine) and the containers' log files."""
+    docker_engine, DockerApiError = engine_api()  # pylint: disable=invalid-name
     engine, info = docker_engine.connect_for(client, imagefs["mountpoint"], "disk_usage", result)
     try:
         df = engine.system_df()
@@ -297,7 +297,7 @@ def run(client, opts, check_mode=False):
         used, image_dev = used_bytes(imagefs["mountpoint"])
     except OSError as exc:
         raise KubenodeGcError("Cannot statvfs the image filesystem %s: %s." % (imagefs["mountpoint"], exc.strerror or exc), result=result) from None
-    if docker_engine.is_docker(runtime["name"]):
+    if is_docker(runtime["name"]):
         _run_docker(client, opts, result, imagefs, used)
         result["elapsed_seconds"] = round(time.monotonic() - started, 3)
         return result

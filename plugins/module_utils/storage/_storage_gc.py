@@ -40,8 +40,7 @@ from ansible_collections.kubenode.gc.plugins.module_utils.cri import _ledger
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri_backend import cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import check_keep_patterns, keep_matcher
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._snapshot import image_filesystem, read_imagefs
-from ansible_collections.kubenode.gc.plugins.module_utils.docker import _engine as docker_engine
-from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DockerApiError
+from ansible_collections.kubenode.gc.plugins.module_utils.docker._names import engine_api, is_docker
 from ansible_collections.kubenode.gc.plugins.module_utils.storage import _docker_storage, _layer_blobs, _storage_policy
 
 CRIO_WARNING = ("storage_gc does not act on %s: containers/storage has no API to free its storage safely while the runtime "
@@ -110,7 +109,7 @@ def _used(path):
 def run(client, opts, check_mode=False):
     version = client.version()
     result = {"changed": False, "supported": True, "plan": [], "removed": [], "freed_bytes": 0, "warnings": []}
-    if docker_engine.is_docker(version.runtime_name):
+    if is_docker(version.runtime_name):
         if _set(opts, CONTAINERD_ONLY):
             result["warnings"].append("%s apply to containerd and do nothing on Docker Engine (cri-dockerd)." % ", ".join(_set(opts, CONTAINERD_ONLY)))
         if check_mode:
@@ -238,6 +237,7 @@ def _run_docker(client, opts, check_mode, result):
     imagefs = image_filesystem(read_imagefs(client))
     if imagefs is None:
         raise KubenodeGcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint, result=result)
+    docker_engine, DockerApiError = engine_api()  # pylint: disable=invalid-name
     engine, _info = docker_engine.connect_for(client, imagefs["mountpoint"], "storage_gc", result)
     try:
         _docker_steps(engine, opts, check_mode, result, imagefs["mountpoint"])
@@ -248,6 +248,7 @@ def _run_docker(client, opts, check_mode, result):
 
 
 def _docker_steps(engine, opts, check_mode, result, mountpoint):
+    DockerApiError = engine_api()[1]  # pylint: disable=invalid-name
     steps = _docker_storage.plan(engine.system_df(), time.time_ns(), opts["build_cache_max_age"], opts["remove_unused_volumes"])
     result["plan"] = [dict(s) for s in steps]
     if check_mode or not steps:

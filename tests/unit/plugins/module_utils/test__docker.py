@@ -284,3 +284,21 @@ def test_dockerd_is_the_listener_else_the_one_whose_host_flag_names_the_socket(m
     assert _daemons.dockerd_process(sock) is None
     monkeypatch.setattr(_daemons, "listener_pids", lambda path: [])
     assert _daemons.dockerd_process(sock) is None
+
+
+def test_only_a_run_on_cri_dockerd_imports_the_engines_client():
+    """Every module's code imports the Docker Engine's client (and http.client) only once it is on cri-dockerd
+    (docker/_names.engine_api): the other runtimes' runs do not compile or import it."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+
+    base = "ansible_collections.kubenode.gc.plugins.module_utils."
+    code = "; ".join(["import sys, importlib"] + ["importlib.import_module(%r)" % (base + m) for m in (
+        "node._node_audit", "node._node_cleanup", "gc._image_gc", "storage._disk_usage", "storage._storage_gc")] + [
+        "print(sorted(m for m in sys.modules if m in ('http.client', %r, %r)))" % (base + "docker._engine", base + "docker._client")])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert out.stdout.strip() == "[]"
+    assert _engine.__name__ == base + "docker._engine"  # and engine_api gives the same module
+    from ansible_collections.kubenode.gc.plugins.module_utils.docker._names import engine_api  # pylint: disable=import-outside-toplevel
+
+    assert engine_api() == (_engine, DockerApiError)
