@@ -270,13 +270,20 @@ def _run_docker(client, opts, result, imagefs, used):
     pods = pod_logs(walker, opts["pod_logs_dir"])
     image_dev = _dev(imagefs["mountpoint"])
     result.update(mountpoint=imagefs["mountpoint"], used_bytes=used, categories=_docker_storage.attribute(df, used, logs, _on(pods, image_dev)),
-                  not_visible=[], nodefs=None, walks_stopped_early=list(walker.stopped))
+                  not_visible=[])
+    return _nodefs(result, opts, walker, image_dev, pods)
+
+
+def _nodefs(result, opts, walker, image_dev, logs):
+    """The kubelet root filesystem's categories (``nodefs``, None when it is the image filesystem: ``logs``, the pod
+    logs found, count on the filesystem they are on) and what the directory walks left out; returns ``result``."""
+    result["nodefs"] = None
     root_dev = _dev(opts["kubelet_root_dir"])
     if root_dev is not None and root_dev != image_dev:
         node_used, _dev_ = used_bytes(opts["kubelet_root_dir"])
         volumes = pod_volumes(walker, opts["kubelet_root_dir"])
         result["nodefs"] = {"mountpoint": _mountpoint(opts["kubelet_root_dir"]), "used_bytes": node_used,
-                            "categories": _storage_policy.nodefs_categories(node_used, volumes, _on(pods, root_dev))}
+                            "categories": _storage_policy.nodefs_categories(node_used, volumes, _on(logs, root_dev))}
     result["walks_stopped_early"] = list(walker.stopped)
     if walker.stopped:
         result["warnings"].append("The directory walks stopped after walk_limit (%d) entries in %s; their bytes are partly unaccounted."
@@ -311,7 +318,6 @@ def run(client, opts, check_mode=False):
         # each CRI container's log path is in its record: no ContainerStatus per container (the CRI for any record without)
         known = _cri_metadata.log_paths(inventory)
     logs = container_logs(walker, client, opts["pod_logs_dir"], known)
-    root_dev = _dev(opts["kubelet_root_dir"])
     now = time.time_ns()
     # with a split image filesystem (cri-o's imagestore) the writable layers live on the container filesystem
     split = _snapshot.split_imagefs(filesystems)
@@ -348,16 +354,8 @@ def run(client, opts, check_mode=False):
         result["warnings"].append(
             "On %s disk_usage sees %s, the writable layers and the logs; it cannot see %s (containers/storage has no namespaces, "
             "ingests or leases), which count as unaccounted." % (runtime["name"], what, ", ".join(not_visible)))
-    result.update(mountpoint=imagefs["mountpoint"], used_bytes=used, categories=categories, not_visible=not_visible, nodefs=None)
-    if root_dev is not None and root_dev != image_dev:
-        node_used, _dev_ = used_bytes(opts["kubelet_root_dir"])
-        volumes = pod_volumes(walker, opts["kubelet_root_dir"])
-        result["nodefs"] = {"mountpoint": _mountpoint(opts["kubelet_root_dir"]), "used_bytes": node_used,
-                            "categories": _storage_policy.nodefs_categories(node_used, volumes, _on(logs, root_dev))}
-    result["walks_stopped_early"] = list(walker.stopped)
-    if walker.stopped:
-        result["warnings"].append("The directory walks stopped after walk_limit (%d) entries in %s; their bytes are partly unaccounted."
-                                  % (opts["walk_limit"], ", ".join(walker.stopped)))
+    result.update(mountpoint=imagefs["mountpoint"], used_bytes=used, categories=categories, not_visible=not_visible)
+    _nodefs(result, opts, walker, image_dev, logs)
     result["elapsed_seconds"] = round(time.monotonic() - started, 3)
     return result
 
