@@ -170,6 +170,9 @@ def _docker(ansible, runtime, args):
     assert sum(c["bytes"] for c in cats.values()) == res["used_bytes"]
     assert 0 <= cats["unaccounted"]["bytes"] < 0.2 * res["used_bytes"]
     assert res["rpc_calls"]["docker.SystemDataUsage"] == 1 and "ListContainerStats" not in res["rpc_calls"]
+    # the kubelet root is on another filesystem than the data root: its pod volumes are attributed there
+    assert res["nodefs"]["categories"]["pod_volumes"]["objects"][0]["id"] == "uid-vol"
+    near(res["nodefs"]["categories"]["pod_volumes"]["bytes"], so.MIB, "pod volumes")
 
 
 def test_disk_usage_sees_every_byte(ansible, runtime):
