@@ -4,9 +4,10 @@
 """The machine-wide lock on a fake kubelet process.
 
 A test fixture that runs a process named kubelet (tests/integration/test_daemon_config.py) makes every module on this
-machine see it in /proc and obey it. It holds this lock exclusively while that process is up; every other test that runs
-a module on this machine (the integration tests, the ansible-core matrix's smoke test, which may run at the same time)
-holds it shared, so none runs beside that process.
+machine see it in /proc and obey it. It holds this lock exclusively while that process is up, and so do the unit tests
+marked ``real_proc`` (tests/unit/conftest.py), which start such processes and read the real /proc; every other test that
+runs a module on this machine (the integration tests, the ansible-core matrix's smoke test, which may run at the same
+time) holds it shared, so none runs beside such a process.
 """
 
 import contextlib

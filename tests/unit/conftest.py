@@ -11,6 +11,7 @@ a library, must not find any; gRPC's fork handlers can wait forever on them).
 import pytest
 
 from ansible_collections.kubenode.gc.plugins.module_utils.cri import _cri
+from devtools import kubelet_lock
 from devtools.grpc_server import GrpcServer
 
 
@@ -52,9 +53,16 @@ def pytest_configure(config):
 def no_running_daemons(request, monkeypatch, tmp_path_factory):
     """The unit tests see no running kubelet or runtime: module_utils/_daemons reads an empty /proc unless a test gives
     its own fake one, or is marked ``real_proc`` (it reads processes it starts itself). The machine's processes (a
-    kubelet on a node, another test's fake kubelet) never decide a unit test's outcome."""
+    kubelet on a node, another test's fake kubelet) never decide a unit test's outcome.
+
+    A ``real_proc`` test starts processes named kubelet that every module on this machine would see: it holds the
+    machine-wide kubelet lock (devtools/kubelet_lock) exclusively, so no other test that reads /proc runs beside it (the
+    ansible-core matrix runs the unit tests of several versions at once, and beside the integration tests)."""
     if request.node.get_closest_marker("real_proc"):
+        with kubelet_lock.held(exclusive=True):
+            yield
         return
     from ansible_collections.kubenode.gc.plugins.module_utils import _daemons
 
     monkeypatch.setattr(_daemons, "PROC", str(tmp_path_factory.mktemp("no-proc")))
+    yield
