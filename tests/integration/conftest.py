@@ -148,12 +148,16 @@ def _needs_root():
         pytest.exit("integration tests need root (they mount tmpfs and run containerd)", returncode=1)
 
 
-# The kubelet fixture (test_daemon_config.py) runs a process named kubelet that every module on this machine sees in
-# /proc and obeys: a test that uses it holds devtools.kubelet_lock exclusively, every other test holds it shared, so no
-# test of another xdist worker (or the ansible-core matrix's smoke test) runs while that process is up.
+# The fixtures that run processes named kubelet, which every module on this machine sees in /proc: ``kubelet``
+# (test_daemon_config.py) and ``ns`` (test_trust.py: impostors in a private pid namespace, which the machine's /proc
+# shows too). A test that uses one holds devtools.kubelet_lock exclusively, every other test holds it shared, so no test
+# of another xdist worker (or the ansible-core matrix's unit and smoke tests) runs while such a process is up.
+FAKE_KUBELET_FIXTURES = ("kubelet", "ns")
+
+
 @pytest.fixture(autouse=True)
 def _kubelet_process_lock(request):
-    with kubelet_lock.held(exclusive="kubelet" in request.fixturenames):
+    with kubelet_lock.held(exclusive=any(name in request.fixturenames for name in FAKE_KUBELET_FIXTURES)):
         yield
 
 
