@@ -8,12 +8,15 @@ import http.server
 import json
 import os
 import socketserver
+import subprocess
+import sys
 import threading
 
 import pytest
 
 from ansible_collections.kubenode.gc.plugins.module_utils.docker import _engine
 from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DockerApiError, DockerClient
+from ansible_collections.kubenode.gc.plugins.module_utils.docker._names import engine_api
 from ansible_collections.kubenode.gc.plugins.module_utils.storage import _docker_storage as ds
 
 MIB = 1 << 20
@@ -289,9 +292,6 @@ def test_dockerd_is_the_listener_else_the_one_whose_host_flag_names_the_socket(m
 def test_only_a_run_on_cri_dockerd_imports_the_engines_client():
     """Every module's code imports the Docker Engine's client (and http.client) only once it is on cri-dockerd
     (docker/_names.engine_api): the other runtimes' runs do not compile or import it."""
-    import subprocess  # pylint: disable=import-outside-toplevel
-    import sys  # pylint: disable=import-outside-toplevel
-
     base = "ansible_collections.kubenode.gc.plugins.module_utils."
     code = "; ".join(["import sys, importlib"] + ["importlib.import_module(%r)" % (base + m) for m in (
         "node._node_audit", "node._node_cleanup", "gc._image_gc", "storage._disk_usage", "storage._storage_gc")] + [
@@ -299,6 +299,4 @@ def test_only_a_run_on_cri_dockerd_imports_the_engines_client():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert out.stdout.strip() == "[]"
     assert _engine.__name__ == base + "docker._engine"  # and engine_api gives the same module
-    from ansible_collections.kubenode.gc.plugins.module_utils.docker._names import engine_api  # pylint: disable=import-outside-toplevel
-
     assert engine_api() == (_engine, DockerApiError)
