@@ -116,6 +116,10 @@ def test_cri_info(run):
     assert info["runtime"]["name"] == "containerd"
     assert {"docker.io/library/app:1", "docker.io/library/junk-a:1"} <= {t for i in info["images"] for t in i["repo_tags"]}
     assert len(info["containers"]) == 3
+    # the same read through async (ansible-core's async wrapper around the module, via the collection's action plugin)
+    again = run["results"]["async_info"]
+    assert again.get("finished") == 1 and again["runtime"] == info["runtime"], again
+    assert sorted(i["id"] for i in again["images"]) == sorted(i["id"] for i in info["images"])
 
 
 def test_image_gc_check_then_real(run):
