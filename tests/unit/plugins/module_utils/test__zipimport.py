@@ -4,9 +4,11 @@
 """_zipimport: a module imported from a zip (as Ansible runs modules) is compiled once, not twice (issue 43)."""
 
 import ast
+import gc
 import glob
 import importlib
 import os
+import subprocess
 import sys
 import types
 import zipfile
@@ -69,3 +71,26 @@ def test_every_module_installs_it_before_anything_else_it_imports():
         first = imports[0]
         assert isinstance(first, ast.ImportFrom) and first.module == "ansible_collections.kubenode.gc.plugins.module_utils", path
         assert [alias.name for alias in first.names] == ["_zipimport"], path
+
+
+def test_a_module_process_started_from_its_zip_runs_without_the_cycle_collector(tmp_path):
+    archive = tmp_path / "payload.zip"
+    package = "ansible_collections/kubenode/gc/plugins/module_utils"
+    with zipfile.ZipFile(archive, "w") as z:
+        parts = package.split("/")
+        for depth in range(1, len(parts) + 1):
+            z.writestr("/".join(parts[:depth]) + "/__init__.py", "")
+        z.write(os.path.join(ROOT, "plugins", "module_utils", "_zipimport.py"), package + "/_zipimport.py")
+    probe = ("import gc, sys; sys.path.insert(0, sys.argv[1]); "
+             "from ansible_collections.kubenode.gc.plugins.module_utils import _zipimport as z; "
+             "print(z.__file__.startswith(sys.argv[1]), z.from_zip(), gc.isenabled())")
+    out = subprocess.run([sys.executable, "-I", "-c", probe, str(archive)], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "True", "False"]
+
+
+def test_a_process_importing_the_files_from_disk_keeps_its_collector():
+    assert _zipimport.from_zip() is False and gc.isenabled()  # this test process imported the collection from disk
+    calls = []
+    collector = types.SimpleNamespace(disable=lambda: calls.append("disable"))
+    assert _zipimport.collect_no_cycles(collector, zipped=False) is False and not calls
+    assert _zipimport.collect_no_cycles(collector, zipped=True) is True and calls == ["disable"]
