@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Benchmark (not a test): image_gc's removals against crictl and the raw RPC floor, on a real runtime.
 
-    python -m benchmarks.image_gc_prune [--images 500] [--repeat 3] [--parallelism N] [--short] [--cri]
+    python -m benchmarks.image_gc_prune [--images 500] [--repeat 3] [--empty-repeat 3] [--parallelism N] [--short] [--cri]
                                         [--runtime containerd-1.6|containerd-1.7|containerd-2.1|crio]
 
 One run, one runtime (containerd 1.6 by default), a fresh set of N small images for each line:
@@ -20,9 +20,11 @@ One run, one runtime (containerd 1.6 by default), a fresh set of N small images 
    the default threshold pass), and image_gc prune of a fresh set of N. Each whole image_gc command minus the
    round's empty cri_info run is its cost by the prune issue's definition: the empty runs give image_gc's fixed
    cost above cri_info (issue 43: <= 30 ms), the prune its in-module time against crictl's (issue 43: <= crictl).
-   Each empty run is made three times per round (the round's figure is their median). The module processes alone
-   (``python -m`` the module with its arguments, no controller, bytecode cached) are timed the same way, and the
-   empty runs once more as Ansible starts them on the node (the AnsiballZ file, the collection compiled from the zip);
+   Each empty run is made three times per round (``--empty-repeat``; the round's figure is their median), and the
+   empty prune's fixed cost is also given as the median of every empty run paired with the cri_info run just before
+   it. The module processes alone (``python -m`` the module with its arguments, no controller, bytecode cached) are
+   timed the same way, and the empty runs once more as Ansible starts them on the node (the AnsiballZ file, the
+   collection compiled from the zip);
    last, the controller's part: ansible-core building each module's payload (recursive_finder), in fresh processes;
 3. image_gc prune, the whole ``ansible localhost -m kubenode.gc.image_gc`` command (the median of the rounds);
 4. a threshold pass that must remove N/2 images whose layers are all their own (high 1 %, low 0 %,
@@ -113,7 +115,7 @@ def native_floor(rt, ids):
         client.close()
 
 
-EMPTY_REPEAT = 3
+EMPTY_REPEAT = 3  # each round's empty runs of each command (--empty-repeat)
 
 
 def ansible_command(rt, _tmp, module, args):
@@ -165,6 +167,8 @@ path = module_loader.find_plugin_with_context("kubenode.gc." + sys.argv[1]).plug
 with open(path, "rb") as f:
     data = f.read()
 zf = zipfile.ZipFile(io.BytesIO(), "w")
+import gc
+gc.freeze()  # as the collection's action plugin does in the worker before the build (plugin_utils/_module_action.py)
 start = time.perf_counter()
 recursive_finder(sys.argv[1], "ansible_collections.kubenode.gc.plugins.modules." + sys.argv[1], data, zf,
                  datetime.datetime(2020, 1, 1), _builder.ExtensionManager())
@@ -200,7 +204,7 @@ def run_command(cmd_env):
     return seconds
 
 
-def command_round(rt, tmp, round_, n, extra, out):
+def command_round(rt, tmp, round_, n, extra, out, empty_repeat=EMPTY_REPEAT):
     """One round of whole commands on a node holding only the sandbox image: cri_info (empty), image_gc prune and the
     default pass with nothing to remove, then image_gc prune of a fresh set of ``n``; each as the whole ansible command
     (``out["ansible"]``) and as the module process alone (``out["process"]``), appended per name."""
@@ -210,19 +214,21 @@ def command_round(rt, tmp, round_, n, extra, out):
             ("empty_default", "image_gc", dict(ledger_path=ledger, **extra)))
     for how, make in (("ansible", ansible_command), ("process", module_command), ("ansiballz", ansiballz_command)):
         # the empty runs differ by tens of milliseconds in commands of a second: each round's figure is the median of
-        # EMPTY_REPEAT runs of each, interleaved
+        # empty_repeat runs of each, interleaved
         times = {name: [] for name, _module, _args in runs}
-        for _rep in range(EMPTY_REPEAT):
+        for _rep in range(max(1, empty_repeat)):
             for name, module, args in runs:
                 times[name].append(run_command(make(rt, tmp, module, args)))
         for name, values in times.items():
             out[how].setdefault(name, []).append(statistics.median(values))
+            # and every run, for the fixed cost paired with the cri_info run made just before it
+            out.setdefault("each", {}).setdefault(how, {}).setdefault(name, []).extend(values)
     for how, make in (("ansible", ansible_command), ("process", module_command)):
         import_set(rt, "bench-cmd-%s%d" % (how, round_), n)
         out[how].setdefault("prune", []).append(run_command(make(rt, tmp, "image_gc", dict(mode="prune", min_age="0s", ledger_path=ledger, **extra))))
 
 
-def prune_rounds(rt, crictl, n, repeat, tmp, extra):
+def prune_rounds(rt, crictl, n, repeat, tmp, extra, empty_repeat=EMPTY_REPEAT):
     """``repeat`` rounds of crictl rmi --prune, the native path's floor (where image_gc takes it) and image_gc prune
     in-module, each on a fresh set of ``n`` images: {"crictl": [s], "module": [s], "ratios": [module / crictl],
     "floor": [s] (native path only), "removed": int, "calls": {rpc: n}} (calls of the last round)."""
@@ -245,7 +251,7 @@ def prune_rounds(rt, crictl, n, repeat, tmp, extra):
         if crictl:
             out["ratios"].append(seconds / out["crictl"][-1])
         out["removed"], out["calls"] = len(result["removed"]), dict(sorted(client.rpc_calls.items()))
-        command_round(rt, tmp, round_, n, extra, out)
+        command_round(rt, tmp, round_, n, extra, out, empty_repeat)
     return out
 
 
@@ -280,6 +286,14 @@ def print_rounds(rounds, n, crictl):
             statistics.median(runs["empty_prune"]), 1000 * statistics.median(above["empty_prune"]), _ms(above["empty_prune"])))
         print("  image_gc default, nothing to do : %7.3f s  fixed cost above cri_info %+6.0f ms %s" % (
             statistics.median(runs["empty_default"]), 1000 * statistics.median(above["empty_default"]), _ms(above["empty_default"])))
+        each = rounds.get("each", {}).get(how)
+        if each:
+            # one command's time varies by more than the difference: each empty image_gc run paired with the cri_info
+            # run made just before it, over every run of every round, gives the steadier figure
+            paired = sorted(v - b for v, b in zip(each["empty_prune"], each["cri_info"]))
+            quartiles = statistics.quantiles(paired, n=4) if len(paired) > 1 else paired * 3
+            print("  image_gc prune, nothing to do   : fixed cost above cri_info %+6.0f ms, median of %d paired runs (quartiles %+.0f, %+.0f)" % (
+                1000 * statistics.median(paired), len(paired), 1000 * quartiles[0], 1000 * quartiles[2]))
         if "prune" not in runs:
             continue
         print("  image_gc prune of %4d          : %7.3f s  minus cri_info %5.3f s %s" % (
@@ -317,6 +331,7 @@ def main():
     parser.add_argument("--parallelism", type=int, default=None, help="image_gc's parallelism (default: the module's)")
     parser.add_argument("--runtime", default=runtimes.DEFAULT, choices=runtimes.NAMES)
     parser.add_argument("--short", action="store_true", help="only the prune rounds against crictl (the test command's mode)")
+    parser.add_argument("--empty-repeat", type=int, default=EMPTY_REPEAT, help="empty runs of each command per round (default %d)" % EMPTY_REPEAT)
     parser.add_argument("--cri", action="store_true", help="image_gc removes through the CRI even where containerd's images API is proven")
     args = parser.parse_args()
     if args.cri:
@@ -332,13 +347,13 @@ def main():
     print("runtime %s, %d images per set, image_gc parallelism %d, crictl %s" % (args.runtime, n, parallelism, crictl or "not found"))
     with runtimes.make(args.runtime, imagefs_size="2G") as rt, tempfile.TemporaryDirectory() as tmp:
         if args.short:
-            print_rounds(prune_rounds(rt, crictl, n, repeat, tmp, extra), n, crictl)
+            print_rounds(prune_rounds(rt, crictl, n, repeat, tmp, extra, args.empty_repeat), n, crictl)
             print_payload_builds(payload_builds(("cri_info", "image_gc"), repeat))
             return 0
         ids = import_set(rt, "bench-raw", n)
         out["raw"] = timed(lambda: [rt.client.remove_image(i) for i in ids])[0]
 
-        rounds = prune_rounds(rt, crictl, n, repeat, tmp, extra)
+        rounds = prune_rounds(rt, crictl, n, repeat, tmp, extra, args.empty_repeat)
         out["module"] = statistics.median(rounds["module"])
         if crictl:
             out["crictl"] = statistics.median(rounds["crictl"])
