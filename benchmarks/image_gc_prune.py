@@ -158,7 +158,7 @@ def ansiballz_command(rt, tmp, module, args):
 # recursive_finder reads and parses (compile to an AST) every module_utils file the module imports, to ship them in
 # the AnsiballZ zip. Timed in a fresh process, as a command pays it; its API is ansible-core 2.19's (the project venv).
 PAYLOAD_BUILD = r"""
-import datetime, io, json, sys, time, zipfile
+import datetime, gc, io, json, sys, time, zipfile
 from ansible.plugins.loader import init_plugin_loader, module_loader
 init_plugin_loader([sys.argv[2]])
 from ansible.executor.module_common import recursive_finder
@@ -167,7 +167,6 @@ path = module_loader.find_plugin_with_context("kubenode.gc." + sys.argv[1]).plug
 with open(path, "rb") as f:
     data = f.read()
 zf = zipfile.ZipFile(io.BytesIO(), "w")
-import gc
 gc.freeze()  # as the collection's action plugin does in the worker before the build (plugin_utils/_module_action.py)
 start = time.perf_counter()
 recursive_finder(sys.argv[1], "ansible_collections.kubenode.gc.plugins.modules." + sys.argv[1], data, zf,

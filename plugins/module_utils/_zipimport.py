@@ -57,13 +57,13 @@ def from_zip(spec=__spec__):
     return spec is not None and isinstance(spec.loader, zipimport.zipimporter)
 
 
-def collect_no_cycles(collector=gc, zipped=None):
-    """Turn the cyclic garbage collector off in a module process started from its zip; True when it did."""
-    if not (from_zip() if zipped is None else zipped):
+def collect_no_cycles(zipped, collector=gc):
+    """Turn the cyclic garbage collector off when ``zipped`` (a module process started from its zip); True when it did."""
+    if not zipped:
         return False
     collector.disable()
     return True
 
 
 install()
-collect_no_cycles()
+collect_no_cycles(from_zip())

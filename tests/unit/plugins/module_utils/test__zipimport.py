@@ -92,5 +92,5 @@ def test_a_process_importing_the_files_from_disk_keeps_its_collector():
     assert _zipimport.from_zip() is False and gc.isenabled()  # this test process imported the collection from disk
     calls = []
     collector = types.SimpleNamespace(disable=lambda: calls.append("disable"))
-    assert _zipimport.collect_no_cycles(collector, zipped=False) is False and not calls
-    assert _zipimport.collect_no_cycles(collector, zipped=True) is True and calls == ["disable"]
+    assert _zipimport.collect_no_cycles(False, collector) is False and not calls
+    assert _zipimport.collect_no_cycles(True, collector) is True and calls == ["disable"]
