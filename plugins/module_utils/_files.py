@@ -318,7 +318,7 @@ def atomic_write(path, text, mode=0o644, keep_owner_mode=True, prefix=None, chec
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
         dfd, name = found.dir_fd, found.name
         shared = os.fstat(dfd).st_mode & 0o022  # sticky, others write there (else chase refused it)
-        tmp, tmp_fd = _create(dfd, prefix or ".%s." % name)
+        tmp, tmp_fd = create_temporary(dfd, prefix or ".%s." % name)
         try:
             with os.fdopen(tmp_fd, "wb") as f:
                 f.write(text.encode("utf-8"))
@@ -360,7 +360,7 @@ def atomic_write(path, text, mode=0o644, keep_owner_mode=True, prefix=None, chec
         return found.path
 
 
-def _create(dir_fd, prefix):
+def create_temporary(dir_fd, prefix):
     """(name, descriptor open for writing) of a new empty file of mode 0600 in ``dir_fd``, named ``prefix<random>.tmp``
     (O_EXCL: never an entry that was there)."""
     while True:

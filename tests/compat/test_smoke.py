@@ -15,6 +15,7 @@ Without them it uses the project venv's ansible-playbook and this checkout.
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -92,7 +93,9 @@ def run(node, tmp_path_factory):
         ANSIBLE_NOCOLOR="1",
         ANSIBLE_RETRY_FILES_ENABLED="0",
         ANSIBLE_LOCALHOST_WARNING="0",
+        KUBENODE_GC_CACHE_DIR=str(work / "node-cache"),  # the modules keep their compiled code here (_zipimport)
     )
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as on a node
     # the integration tests may run at the same time (scripts/test.sh): never beside their fake kubelet process
     with kubelet_process_lock():
         proc = subprocess.run(command + ["-i", str(inventory), os.path.join(HERE, "smoke.yml")], env=env, capture_output=True, text=True, check=False)
@@ -109,6 +112,19 @@ def test_playbook_runs_clean_without_warnings(run):
     assert "[WARNING]" not in output, output
     assert "[DEPRECATION WARNING]" not in output, output
     print(run["version"].splitlines()[0])
+
+
+def test_the_modules_keep_their_compiled_code_for_the_next_run(run):
+    cache = run["work"] / "node-cache"
+    assert oct(cache.stat().st_mode & 0o777) == "0o700"
+    named = [(re.fullmatch(r"bytecode\.ansible_(?:kubenode\.gc\.)?(\w+)_payload\.zip\.\w+-\d+", p.name), p) for p in cache.iterdir()]
+    kept = {m.group(1): p for m, p in named if m}
+    # one file per module run (the async cri_info and the check-mode image_gc read what the first runs kept); every
+    # later result in this playbook came from that code
+    assert {"cri_info", "image_gc", "container_gc", "kubelet_config", "node_audit"} <= set(kept), sorted(kept)
+    for path in kept.values():
+        assert path.stat().st_uid == 0 and path.stat().st_mode & 0o777 == 0o600 and path.stat().st_size > 10000
+    assert len(kept) == len(list(cache.iterdir()))  # nothing else
 
 
 def test_cri_info(run):

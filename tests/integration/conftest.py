@@ -187,9 +187,10 @@ class Ansible:
     The result is what ``register`` would store, written by the callback in callback_plugins/ (a second task copying it
     into a file cost a module execution of its own per run)."""
 
-    def __init__(self, collections_path, workdir):
+    def __init__(self, collections_path, workdir, node_cache=None):
         self.collections_path = collections_path
         self.workdir = workdir
+        self.node_cache = node_cache  # the modules' cache directory (_cache), kept for the session
         self.count = 0
         self.prefix = []  # a command that ansible-playbook runs under (test_trust.py: nsenter into a private namespace)
 
@@ -197,6 +198,10 @@ class Ansible:
         env = dict(os.environ)
         for key in unset:
             env.pop(key, None)
+        if self.node_cache:
+            # as on a node: the modules keep their compiled code between runs (_zipimport), in the session's directory
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["KUBENODE_GC_CACHE_DIR"] = self.node_cache
         env.update(
             ANSIBLE_COLLECTIONS_PATH=self.collections_path,
             ANSIBLE_NOCOLOR="1",
@@ -232,9 +237,15 @@ class Ansible:
             return json.load(f)
 
 
+@pytest.fixture(scope="session")
+def node_cache(tmp_path_factory):
+    """The modules' cache directory for the session (root's, 0700), made by the first module run."""
+    return str(tmp_path_factory.mktemp("node-cache") / "kubenode-gc")
+
+
 @pytest.fixture
-def ansible(collections_path, tmp_path):
-    return Ansible(collections_path, tmp_path)
+def ansible(collections_path, tmp_path, node_cache):
+    return Ansible(collections_path, tmp_path, node_cache)
 
 
 @pytest.fixture(scope="module")

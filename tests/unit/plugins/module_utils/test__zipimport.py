@@ -6,16 +6,23 @@
 import ast
 import gc
 import glob
+import hashlib
 import importlib
+import json
+import marshal
 import os
+import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 import types
 import zipfile
 import zipimport
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _zipimport
 
+NOBODY = 65534
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 
 
@@ -73,19 +80,131 @@ def test_every_module_installs_it_before_anything_else_it_imports():
         assert [alias.name for alias in first.names] == ["_zipimport"], path
 
 
-def test_a_module_process_started_from_its_zip_runs_without_the_cycle_collector(tmp_path):
-    archive = tmp_path / "payload.zip"
-    package = "ansible_collections/kubenode/gc/plugins/module_utils"
-    with zipfile.ZipFile(archive, "w") as z:
-        parts = package.split("/")
+PACKAGE = "ansible_collections/kubenode/gc/plugins/module_utils"
+CACHE_FILES = ("_zipimport.py", "_cache.py", "_files.py", "_errors.py")  # what _zipimport imports
+
+
+def _payload(archive, probe="VALUE = 6 * 7\n"):
+    """A zip laid out as Ansible's payload: the collection's _zipimport and what it imports, and kgc_probe/mod.py."""
+    with zipfile.ZipFile(str(archive), "w") as z:
+        parts = PACKAGE.split("/")
         for depth in range(1, len(parts) + 1):
             z.writestr("/".join(parts[:depth]) + "/__init__.py", "")
-        z.write(os.path.join(ROOT, "plugins", "module_utils", "_zipimport.py"), package + "/_zipimport.py")
-    probe = ("import gc, sys; sys.path.insert(0, sys.argv[1]); "
-             "from ansible_collections.kubenode.gc.plugins.module_utils import _zipimport as z; "
-             "print(z.__file__.startswith(sys.argv[1]), z.from_zip(), gc.isenabled())")
-    out = subprocess.run([sys.executable, "-I", "-c", probe, str(archive)], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["True", "True", "False"]
+        for name in CACHE_FILES:
+            z.write(os.path.join(ROOT, "plugins", "module_utils", name), PACKAGE + "/" + name)
+        z.writestr("kgc_probe/__init__.py", "")
+        z.writestr("kgc_probe/mod.py", probe + "def where():\n    return where.__code__.co_filename\n")
+    return archive
+
+
+PROBE = """import gc, json, sys, zipimport
+sys.path.insert(0, sys.argv[1])
+from ansible_collections.kubenode.gc.plugins.module_utils import _zipimport as z
+from kgc_probe import mod
+b = zipimport._compile_source.bytecode
+print(json.dumps({"from_zip": z.__file__.startswith(sys.argv[1]) and z.from_zip(), "gc": gc.isenabled(), "value": mod.VALUE,
+                  "where": mod.where(), "hits": b.hits, "compiled": sorted(b.compiled), "name": b.name}))
+"""
+
+
+def _run(archive, cache, *flags, env=None, user=None):
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    environ.update({"KUBENODE_GC_CACHE_DIR": str(cache)}, **(env or {}))
+    out = subprocess.run([sys.executable, *flags, "-c", PROBE, str(archive)], capture_output=True, text=True, check=True, env=environ,
+                         user=user).stdout
+    return json.loads(out)
+
+
+def test_a_module_process_started_from_its_zip_runs_without_the_cycle_collector(tmp_path):
+    out = _run(_payload(tmp_path / "payload.zip"), "off")
+    assert out["from_zip"] is True and out["gc"] is False and out["value"] == 42
+
+
+def test_the_code_compiled_from_a_zip_is_kept_for_the_next_run_while_its_source_is_the_same(tmp_path):
+    cache = tmp_path / "cache"
+    first = _run(_payload(tmp_path / "ansible_kgc_payload.zip"), cache)
+    assert first["hits"] == 0 and "kgc_probe/mod.py" in first["compiled"] and first["value"] == 42
+    kept = cache / first["name"]
+    assert first["name"] == "bytecode.ansible_kgc_payload.zip.%s" % sys.implementation.cache_tag
+    assert stat.S_IMODE(os.stat(str(kept)).st_mode) == 0o600 and os.listdir(str(cache)) == [first["name"]]
+    # the next run, from a zip of the same name in another directory (Ansible's temporary directory of that run)
+    (tmp_path / "next").mkdir()
+    again = _run(_payload(tmp_path / "next" / "ansible_kgc_payload.zip"), cache)
+    assert again["compiled"] == [] and again["hits"] >= 2 and again["value"] == 42
+    assert again["where"] == str(tmp_path / "next" / "ansible_kgc_payload.zip" / "kgc_probe" / "mod.py")  # tracebacks name this run's zip
+    # a changed source is compiled again, and the file then holds the new code beside the others
+    changed = _run(_payload(tmp_path / "ansible_kgc_payload.zip", probe="VALUE = 7\n"), cache)
+    assert changed["compiled"] == ["kgc_probe/mod.py"] and changed["value"] == 7
+    assert _run(_payload(tmp_path / "ansible_kgc_payload.zip", probe="VALUE = 7\n"), cache)["compiled"] == []
+
+
+def _forge(cache, name, source, forged):
+    """A cache file root could have written, whose entry for kgc_probe/mod.py of ``source`` holds ``forged``'s code."""
+    code = compile(forged, "mod.py", "exec")
+    body = marshal.dumps((_zipimport._header(), {"kgc_probe/mod.py": (hashlib.sha256(source.encode()).digest(), marshal.dumps(code))}))
+    (cache / name).write_bytes(hashlib.sha256(body).digest() + body)
+    os.chmod(str(cache / name), 0o600)
+    return cache / name
+
+
+def test_what_root_runs_from_the_cache_is_only_what_root_kept(tmp_path):
+    cache = tmp_path / "cache"
+    archive = _payload(tmp_path / "ansible_kgc_payload.zip")
+    name = _run(archive, "off")["name"]
+    cache.mkdir(mode=0o700)
+    source = "VALUE = 6 * 7\ndef where():\n    return where.__code__.co_filename\n"
+    planted = _forge(cache, name, source, "VALUE = 666\ndef where():\n    return ''\n")
+    forged = planted.read_bytes()
+    assert _run(archive, cache, env={"PYTHONDONTWRITEBYTECODE": "1"})["value"] == 666  # root's file is what runs: hence the rules
+    os.chown(str(planted), NOBODY, NOBODY)  # the same file written by another user
+    out = _run(archive, cache, env={"PYTHONDONTWRITEBYTECODE": "1"})
+    assert out["value"] == 42 and out["hits"] == 0
+    os.chown(str(planted), 0, 0)
+    os.chmod(str(planted), 0o666)  # or that another user may write
+    assert _run(archive, cache, env={"PYTHONDONTWRITEBYTECODE": "1"})["value"] == 42
+    os.chmod(str(planted), 0o600)
+    os.chown(str(cache), NOBODY, NOBODY)  # or in a directory another user owns
+    assert _run(archive, cache)["value"] == 42
+    assert planted.read_bytes() == forged  # and nothing was written there
+    # a process not running as root neither reads nor writes it: the same file, where any user could read it
+    shared = tempfile.mkdtemp(prefix="kgc-zipimport-")
+    try:
+        os.chmod(shared, 0o755)
+        readable = os.path.join(shared, "cache")
+        os.mkdir(readable, 0o755)
+        shutil.copy(str(archive), shared)
+        os.chown(str(planted), 0, 0)
+        shutil.copy(str(planted), readable)
+        os.chmod(os.path.join(readable, name), 0o644)
+        archive = os.path.join(shared, archive.name)
+        assert _run(archive, readable, env={"PYTHONDONTWRITEBYTECODE": "1"})["value"] == 666
+        out = _run(archive, readable, user=NOBODY)
+        assert out["value"] == 42 and out["hits"] == 0 and os.listdir(readable) == [name]
+    finally:
+        shutil.rmtree(shared)
+
+
+def test_a_corrupt_or_foreign_cache_file_is_ignored_and_replaced(tmp_path):
+    cache = tmp_path / "cache"
+    archive = _payload(tmp_path / "ansible_kgc_payload.zip")
+    name = _run(archive, cache)["name"]
+    good = (cache / name).read_bytes()
+    for bad in (b"", b"garbage", good[:-10], good[:32] + b"x" + good[33:], hashlib.sha256(b"\x00").digest() + b"\x00"):
+        (cache / name).write_bytes(bad)
+        out = _run(archive, cache)
+        assert out["value"] == 42 and out["hits"] == 0 and "kgc_probe/mod.py" in out["compiled"]
+        assert _run(archive, cache)["compiled"] == []  # rewritten, and used again
+    # another Python's magic number, or another optimisation level, is not this run's code
+    header = _zipimport._header()
+    body = marshal.dumps(((header[0], b"\x00\x00\r\n") + header[2:], {}))
+    (cache / name).write_bytes(hashlib.sha256(body).digest() + body)
+    assert _run(archive, cache)["hits"] == 0
+    assert _run(archive, cache, "-O")["hits"] == 0
+    assert _run(archive, cache, "-O")["hits"] > 0 and _run(archive, cache)["hits"] == 0
+    # PYTHONDONTWRITEBYTECODE (-B): read, never written
+    kept = (cache / name).read_bytes()
+    assert _run(archive, cache, "-O", env={"PYTHONDONTWRITEBYTECODE": "1"})["hits"] == 0 and (cache / name).read_bytes() == kept
+    assert _run(archive, cache, env={"PYTHONDONTWRITEBYTECODE": "1"})["hits"] > 0
 
 
 def test_a_process_importing_the_files_from_disk_keeps_its_collector():
