@@ -84,6 +84,23 @@ def test_disk_usage_attributes_every_kind(ansible, runtime, runtime_name):
     near(res["nodefs"]["categories"]["pod_volumes"]["bytes"], so.MIB, "pod volumes")
     assert res["rpc_calls"]["ListContainerStats"] == 1
     assert not any(name.startswith("containerd.snapshots.Usage") and n > 20 for name, n in res["rpc_calls"].items())
+    # the sizes containerd stored for committed snapshots were kept on the node (containerd/_usage_cache): the next run
+    # asks containerd only for the others, and reports the same figures
+    again = ansible.module("kubenode.gc.disk_usage", args, check=True)
+    assert not again.get("failed"), again.get("msg")
+    assert usage_calls(again) < usage_calls(res)
+    for name in ("k8s_images", "unpacked_layer_blobs", "other_namespace_images", "leased", "unreferenced_snapshots"):
+        assert sized(again["categories"][name]) == sized(cats[name]), name
+    kept = [n for n in os.listdir(ansible.node_cache) if n.startswith("usage.")]
+    assert kept and all(os.stat(os.path.join(ansible.node_cache, n)).st_mode & 0o777 == 0o600 for n in kept)
+
+
+def sized(category):
+    return category["bytes"], sorted((o.get("id") or o.get("name"), o["bytes"]) for o in category["objects"])
+
+
+def usage_calls(res):
+    return sum(n for name, n in res["rpc_calls"].items() if name.startswith("containerd.snapshots.Usage"))
 
 
 @pytest.mark.runtimes("one")

@@ -15,6 +15,12 @@ from devtools import kubelet_lock
 from devtools.grpc_server import GrpcServer
 
 
+@pytest.fixture(autouse=True)
+def _no_node_cache(monkeypatch):
+    """No unit test reads or writes the machine's /var/cache/kubenode-gc (_cache): a test of the cache names its own."""
+    monkeypatch.setenv("KUBENODE_GC_CACHE_DIR", "off")
+
+
 @pytest.fixture
 def grpc_server():
     """``grpc_server(behaviours=None, handlers=())``: a started devtools.grpc_server.GrpcServer, closed at teardown."""

@@ -12,7 +12,8 @@ Per namespace: images.List, content.List (one stream: digest, size, labels), con
 store's List, leases.List plus leases.ListResources per lease, and snapshots.List per snapshotter (every
 snapshotter plugin containerd runs, as its introspection API says, plus any other one a container or a
 snapshot-naming label names). Sizes come from the API, never from walking the store: blobs from content.List, snapshots
-from snapshots.Usage (only for the snapshots whose size is attributed, USAGE_CONCURRENCY calls in flight).
+from snapshots.Usage (only for the snapshots whose size is attributed, USAGE_CONCURRENCY calls in flight; a committed
+snapshot's size containerd stored at commit is asked once and kept on the node: _usage_cache).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import concurrent.futures
 
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import DEFAULT_SNAPSHOTTER, ContainerdError, timestamp_ns
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd._containerd_collector import named_snapshotters
+from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _usage_cache
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd._cri_metadata import CONTAINER_METADATA
 
 USAGE_CONCURRENCY = 64
@@ -105,12 +107,24 @@ def _record(client, pool, ns, asked, running):
     return rec
 
 
-def fill_usage(client, inventory, wanted):
-    """Set ``size`` of the snapshots named in ``wanted`` [(namespace, snapshotter, key)] from snapshots.Usage.
+def fill_usage(client, inventory, wanted, kept=None):
+    """Set ``size`` of the snapshots named in ``wanted`` [(namespace, snapshotter, key)] from snapshots.Usage, or from
+    ``kept`` (_usage_cache: {ref: (created_ns, size)}) for a committed snapshot whose answer containerd stored at commit
+    and that was measured before under the same creation time. Returns how many were asked.
 
     A snapshot gone since the list (NOT_FOUND) has size 0."""
-    for start in range(0, len(wanted), USAGE_CONCURRENCY):
-        chunk = wanted[start:start + USAGE_CONCURRENCY]
+    kept = kept or {}
+    asked = []
+    for ref in wanted:
+        ns, snapshotter, key = ref
+        record = inventory[ns]["snapshots"][(snapshotter, key)]
+        known = kept.get(ref)
+        if known is not None and known[0] == record["created_ns"] and _usage_cache.keepable(snapshotter, record):
+            record["size"] = known[1]
+        else:
+            asked.append(ref)
+    for start in range(0, len(asked), USAGE_CONCURRENCY):
+        chunk = asked[start:start + USAGE_CONCURRENCY]
         futures = [(ref, client.usage_async(*ref)) for ref in chunk]
         for (ns, snapshotter, key), fut in futures:
             try:
@@ -120,3 +134,12 @@ def fill_usage(client, inventory, wanted):
                     raise
                 size = 0
             inventory[ns]["snapshots"][(snapshotter, key)]["size"] = size
+    return len(asked)
+
+
+def measure(client, inventory, wanted):
+    """fill_usage with the sizes kept on the node for this runtime (_usage_cache), and keep the new ones."""
+    endpoint = client.cri.endpoint
+    kept = _usage_cache.load(endpoint)
+    fill_usage(client, inventory, wanted, kept)
+    _usage_cache.save(endpoint, inventory, kept)

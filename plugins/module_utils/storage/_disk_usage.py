@@ -328,7 +328,7 @@ def run(client, opts, check_mode=False):
     if runtime["name"] == "containerd":
         writable = [] if split else writable_layers(stats)
         # the CRI measures its containers' writable layers; the others' (ctr, nerdctl, sandboxes) are snapshots.Usage's
-        _inventory.fill_usage(api, inventory, _storage_policy.needs_usage(inventory, {w["id"] for w in writable}))
+        _inventory.measure(api, inventory, _storage_policy.needs_usage(inventory, {w["id"] for w in writable}))
         # the collector model of the release line containerd runs (an unknown version: the newest, and a warning says so)
         line, note = _containerd_collector.release_line(version.runtime_version)
         if note:

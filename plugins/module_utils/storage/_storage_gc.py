@@ -154,7 +154,7 @@ def _run_locked(client, opts, check_mode, result, line):
         raise KubenodeGcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint, result=result)
     api = ContainerdClient(client)
     inventory = _inventory.read(api)
-    _inventory.fill_usage(api, inventory, _storage_policy.needs_usage(inventory))
+    _inventory.measure(api, inventory, _storage_policy.needs_usage(inventory))
     # listed after containerd's metadata: a sandbox started since has a lease the plan cannot have seen
     sandboxes = [s.id for s in client.list_pod_sandbox()]
     snapshotters = None

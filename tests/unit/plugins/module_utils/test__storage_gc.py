@@ -156,7 +156,7 @@ def _fake_node(monkeypatch, tmp_path):
 
     monkeypatch.setattr(_storage_gc, "read_imagefs", lambda client: [{"kind": "image", "mountpoint": str(tmp_path)}])
     monkeypatch.setattr(_storage_gc._inventory, "read", lambda api: inventory())
-    monkeypatch.setattr(_storage_gc._inventory, "fill_usage", lambda api, inv, wanted: None)
+    monkeypatch.setattr(_storage_gc._inventory, "measure", lambda api, inv, wanted: None)
     monkeypatch.setattr(_storage_gc, "ContainerdClient", _Api)
     monkeypatch.setenv("KUBENODE_GC_LOCK_DIR", str(tmp_path))
     monkeypatch.setattr(_storage_gc.time, "time_ns", lambda: NOW)  # the inventory's clock
@@ -259,7 +259,7 @@ def _layer_node(monkeypatch, tmp_path):
     reads = [inv, after]
     monkeypatch.setattr(_storage_gc, "read_imagefs", lambda client: [{"kind": "image", "mountpoint": str(tmp_path)}])
     monkeypatch.setattr(_storage_gc._inventory, "read", lambda api: reads.pop(0))
-    monkeypatch.setattr(_storage_gc._inventory, "fill_usage", lambda api, inv, wanted: None)
+    monkeypatch.setattr(_storage_gc._inventory, "measure", lambda api, inv, wanted: None)
     monkeypatch.setattr(_storage_gc, "ContainerdClient", _LabelApi)
     monkeypatch.setenv("KUBENODE_GC_LOCK_DIR", str(tmp_path))
     monkeypatch.setattr(_storage_gc.time, "time_ns", lambda: NOW)
