@@ -18,7 +18,8 @@ options:
       - If that is not set either, C(runtime-endpoint) from C(/etc/crictl.yaml) is used, and then the first of
         V(unix:///run/containerd/containerd.sock), V(unix:///run/crio/crio.sock),
         V(unix:///run/k3s/containerd/containerd.sock) and V(unix:///var/run/cri-dockerd.sock) that accepts connections.
-      - cri-dockerd is untested - no test runs against a real cri-dockerd.
+      - Behind cri-dockerd (Docker Engine nodes) the modules are tested as on the other runtimes; see the collection's
+        compatibility table.
     type: str
   cri_timeout:
     description:

@@ -42,6 +42,7 @@ import marshal
 import os
 import re
 import sys
+import types
 import zipimport
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _cache
@@ -110,7 +111,7 @@ class Bytecode:
                 code = marshal.loads(entry[1])
             except (EOFError, ValueError, TypeError):
                 code = None
-            if type(code) is type(self.code.__code__):
+            if isinstance(code, types.CodeType):
                 _fix_co_filename(code, pathname)  # the name of this run's zip, as a compile here would give
                 self.hits += 1
                 return code

@@ -112,6 +112,7 @@ description:
 author:
   - kubenode.gc contributors (@kubenode)
 extends_documentation_fragment:
+  - kubenode.gc.node_cache
   - kubenode.gc.cri
   - kubenode.gc.cri.ACTIONGROUP_CRI
 attributes:

@@ -110,6 +110,8 @@ description:
     does. k0s runs its kubelet with C(--root-dir /var/lib/k0s/kubelet).
 author:
   - kubenode.gc contributors (@kubenode)
+extends_documentation_fragment:
+  - kubenode.gc.node_cache
 attributes:
   check_mode:
     description: Can run in check mode and return changed status prediction without modifying the target.

@@ -26,6 +26,7 @@ description:
 author:
   - kubenode.gc contributors (@kubenode)
 extends_documentation_fragment:
+  - kubenode.gc.node_cache
   - kubenode.gc.cri
   - kubenode.gc.cri.ATTRIBUTES_READ_ONLY
   - kubenode.gc.cri.ACTIONGROUP_CRI

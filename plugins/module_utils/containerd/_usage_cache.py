@@ -53,7 +53,7 @@ def parse(data):
     kept = {}
     for row in doc["snapshots"]:
         if not (isinstance(row, list) and len(row) == 5 and all(isinstance(v, str) for v in row[:3])
-                and all(type(v) is int and v >= 0 for v in row[3:])):
+                and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in row[3:])):
             return {}
         kept[tuple(row[:3])] = (row[3], row[4])
     return kept
