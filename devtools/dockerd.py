@@ -40,7 +40,8 @@ from .registry import DOCKER_PROXY_ADDRESS
 from .runtime import SANDBOX_IMAGE, EmbeddedRuntime, kill, pids_with
 
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_ref import normalize_image_ref
-from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DockerApiError, DockerClient
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import DockerApiError
+from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DockerClient
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DOCKERD = "/usr/sbin/dockerd"

@@ -36,3 +36,14 @@ class ConfigError(KubenodeGcError):
 
 class PolicyError(KubenodeGcError, ValueError):
     """Invalid policy input (thresholds, ages, an image filesystem without capacity); the kubelet's wording."""
+
+
+class DockerApiError(KubenodeGcError):
+    """A Docker Engine API call failed (docker/_client); str() is one sentence naming the endpoint and the call.
+    Here, not beside the client, so that code catching it on any runtime does not import the client (http.client)."""
+
+    def __init__(self, message, endpoint=None, operation=None, status=None):
+        super().__init__(message)
+        self.endpoint = endpoint
+        self.operation = operation
+        self.status = status

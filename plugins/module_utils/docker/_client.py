@@ -22,23 +22,13 @@ import json
 import threading
 import urllib.parse
 
-from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import DockerApiError
 from ansible_collections.kubenode.gc.plugins.module_utils._unix_http import UnixHTTPConnection
 
 DEFAULT_ENDPOINT = "unix:///var/run/docker.sock"
 API_VERSION = "1.41"
 # an answer larger than this is refused (a node with thousands of images and containers stays far below it)
 MAX_ANSWER_BYTES = 256 * 1024 * 1024
-
-
-class DockerApiError(KubenodeGcError):
-    """A Docker Engine API call failed; str() is one sentence naming the endpoint and the call."""
-
-    def __init__(self, message, endpoint=None, operation=None, status=None):
-        super().__init__(message)
-        self.endpoint = endpoint
-        self.operation = operation
-        self.status = status
 
 
 def socket_path(endpoint):

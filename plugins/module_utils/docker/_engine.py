@@ -25,8 +25,8 @@ import os
 import re
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _daemons
-from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
-from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DEFAULT_ENDPOINT, DockerApiError, DockerClient
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import DockerApiError, KubenodeGcError
+from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DEFAULT_ENDPOINT, DockerClient
 
 KUBERNETES_LABEL_PREFIX = "io.kubernetes."
 DOCKER_HOST_ENV = "DOCKER_HOST"

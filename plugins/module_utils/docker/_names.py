@@ -7,10 +7,9 @@
 
 """Whether the CRI runtime is cri-dockerd, apart from the Docker Engine's client (_engine): a run on another runtime
 asks without importing the client (http.client) or the /proc reading it needs, and imports them with ``engine_api``
-once it is on cri-dockerd. No I/O."""
+once it is on cri-dockerd (the client's error, DockerApiError, is in _errors). No I/O."""
 
 from __future__ import annotations
-
 RUNTIME_NAME = "docker"  # the runtime_name cri-dockerd reports over CRI
 
 
@@ -20,10 +19,9 @@ def is_docker(runtime_name):
 
 
 def engine_api():
-    """(docker/_engine, DockerApiError), imported when first asked for: only a run on cri-dockerd uses the Engine's
-    client, and every other run would pay its import (http.client, email) and the compile of its files for nothing."""
+    """docker/_engine, imported when first asked for: only a run on cri-dockerd uses the Engine's client, and every
+    other run would pay its import (http.client, email) and the compile of its files for nothing."""
     # pylint: disable=import-outside-toplevel
     from ansible_collections.kubenode.gc.plugins.module_utils.docker import _engine
-    from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DockerApiError
 
-    return _engine, DockerApiError
+    return _engine

@@ -20,7 +20,7 @@ import os
 import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, format_duration, parse_duration
-from ansible_collections.kubenode.gc.plugins.module_utils._errors import GcError, OptionError, PolicyError
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import DockerApiError, GcError, OptionError, PolicyError
 from ansible_collections.kubenode.gc.plugins.module_utils.cri import _ledger
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import LOST_ANSWER_CODES, CriError, cri_options
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._image_pin_policy import parse_version
@@ -218,7 +218,7 @@ def docker_users(client, mountpoint, containers, sandboxes):
     """On cri-dockerd: (the Docker Engine's client, the containers it runs that the CRI does not list, as container
     records). An image such a container uses is in use, as one a pod uses; without the engine no image can be judged
     unused, so the run fails before anything is removed."""
-    docker_engine, DockerApiError = engine_api()  # pylint: disable=invalid-name
+    docker_engine = engine_api()
     try:
         engine, _info = docker_engine.connect(client.path, mountpoint, timeout=client.timeout, api_calls=client.rpc_calls)
     except DockerApiError as exc:
@@ -641,7 +641,7 @@ class _Executor:
             read_image_mounts(self.client, containers, self.image_mounts)
         if self.engine is not None:
             # every container of the engine, those outside Kubernetes among them (the CRI's own are listed twice: harmless)
-            docker_engine, DockerApiError = engine_api()  # pylint: disable=invalid-name
+            docker_engine = engine_api()
             try:
                 containers += docker_engine.outside_containers(self.engine, set())
             except DockerApiError as exc:
@@ -690,7 +690,7 @@ class _Executor:
         try:
             fut.result()
         except CriError as exc:
-            user = engine_api()[0].conflict_container(str(exc)) if self.engine is not None else None
+            user = engine_api().conflict_container(str(exc)) if self.engine is not None else None
             if user:
                 # Docker refused: a container it started since the last list uses the image (it may have untagged it first)
                 self.raced.append(img)

@@ -23,7 +23,7 @@ import os
 import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS
-from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import DockerApiError, KubenodeGcError, OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _containerd_collector, _cri_metadata
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _inventory
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import ContainerdClient
@@ -254,7 +254,7 @@ def docker_logs(walker, data_root, containers):
 def _run_docker(client, opts, result, imagefs, used):
     """disk_usage on cri-dockerd: the data root's categories from the Docker Engine's ``GET /system/df`` (the engine behind
     the CRI socket, see docker/_engine) and the containers' log files."""
-    docker_engine, DockerApiError = engine_api()  # pylint: disable=invalid-name
+    docker_engine = engine_api()
     engine, info = docker_engine.connect_for(client, imagefs["mountpoint"], "disk_usage", result)
     try:
         df = engine.system_df()

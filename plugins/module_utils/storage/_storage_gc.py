@@ -32,7 +32,7 @@ import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils._common import CRI_COMMON_ARGS
 from ansible_collections.kubenode.gc.plugins.module_utils._durations import DurationError, parse_duration
-from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError, OptionError
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import DockerApiError, KubenodeGcError, OptionError
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _containerd_collector
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd import _inventory
 from ansible_collections.kubenode.gc.plugins.module_utils.containerd._client import ContainerdClient, ContainerdError
@@ -237,7 +237,7 @@ def _run_docker(client, opts, check_mode, result):
     imagefs = image_filesystem(read_imagefs(client))
     if imagefs is None:
         raise KubenodeGcError("The runtime at %s reports no image filesystem (ImageFsInfo)." % client.endpoint, result=result)
-    docker_engine, DockerApiError = engine_api()  # pylint: disable=invalid-name
+    docker_engine = engine_api()
     engine, _info = docker_engine.connect_for(client, imagefs["mountpoint"], "storage_gc", result)
     try:
         _docker_steps(engine, opts, check_mode, result, imagefs["mountpoint"])
@@ -248,7 +248,6 @@ def _run_docker(client, opts, check_mode, result):
 
 
 def _docker_steps(engine, opts, check_mode, result, mountpoint):
-    DockerApiError = engine_api()[1]  # pylint: disable=invalid-name
     steps = _docker_storage.plan(engine.system_df(), time.time_ns(), opts["build_cache_max_age"], opts["remove_unused_volumes"])
     result["plan"] = [dict(s) for s in steps]
     if check_mode or not steps:

@@ -15,7 +15,9 @@ import threading
 import pytest
 
 from ansible_collections.kubenode.gc.plugins.module_utils.docker import _engine
-from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DockerApiError, DockerClient
+from ansible_collections.kubenode.gc.plugins.module_utils.docker import _client
+from ansible_collections.kubenode.gc.plugins.module_utils.docker._client import DockerClient
+from ansible_collections.kubenode.gc.plugins.module_utils._errors import DockerApiError
 from ansible_collections.kubenode.gc.plugins.module_utils.docker._names import engine_api
 from ansible_collections.kubenode.gc.plugins.module_utils.storage import _docker_storage as ds
 
@@ -299,4 +301,5 @@ def test_only_a_run_on_cri_dockerd_imports_the_engines_client():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert out.stdout.strip() == "[]"
     assert _engine.__name__ == base + "docker._engine"  # and engine_api gives the same module
-    assert engine_api() == (_engine, DockerApiError)
+    assert engine_api() is _engine
+    assert _client.DockerApiError is DockerApiError  # the client raises the error the callers catch without importing it
