@@ -5,11 +5,12 @@
 
 * ``warm``: what a node has from its second run on. The modules keep their compiled code and containerd's committed
   snapshots' sizes in a directory of the benchmark's own (root's, 0700), as they do in /var/cache/kubenode-gc on a
-  node; PYTHONDONTWRITEBYTECODE, set on some machines, is dropped for the commands, as a node's Ansible runs modules
-  without it. The benchmark makes one run of each command before it measures.
+  node. The benchmark makes one run of each command before it measures.
 * ``cold``: no cache (KUBENODE_GC_CACHE_DIR=off): every run compiles and asks as the first run on a node does (less
   the first run's writing of the cache files).
 
+Either way PYTHONDONTWRITEBYTECODE, which some machines set, is dropped for the commands: a node's Ansible runs modules
+without it, and a controller keeps its own plugins' ``__pycache__``; so warm and cold differ by the node cache alone.
 The setting goes into this process's environment, which every command the benchmark starts inherits.
 """
 
@@ -25,9 +26,9 @@ def add_argument(parser):
 
 def apply(mode, workdir):
     """Set this process's environment for ``mode``; returns the line the benchmark prints about it."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if mode == "cold":
         os.environ["KUBENODE_GC_CACHE_DIR"] = "off"
         return "node cache: cold (KUBENODE_GC_CACHE_DIR=off: every run compiles the collection and asks every size)"
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ["KUBENODE_GC_CACHE_DIR"] = os.path.join(workdir, "node-cache")
     return "node cache: warm (kept from a first, unmeasured run of each command, as a node has it from its second run on)"

@@ -23,6 +23,9 @@ description:
   - Sizes come from the runtime's APIs (content sizes, C(snapshots.Usage) of snapshots, CRI C(ListContainerStats) for the
     writable layers of the CRI's containers), never from walking the content store. Only the containers' log directories
     and the pod volume directories are walked, at most O(walk_limit) entries in all.
+  - The size of a committed overlayfs or native snapshot is the one containerd stored when it was committed, and the one
+    it answers every later C(snapshots.Usage) with; it is asked once and kept on the node (see the notes on
+    V(/var/cache/kubenode-gc)), so later runs ask only for the other snapshots and RV(rpc_calls) counts fewer calls.
   - On cri-o it reports what the CRI shows (images with the sizes cri-o gives, writable layers) and the logs;
     RV(not_visible) names the categories it cannot see there, which then count in V(unaccounted).
   - "On Docker Engine (cri-dockerd, CRI runtime name V(docker)) it attributes the used bytes of dockerd's data root (the image

@@ -251,6 +251,16 @@ def test_ssh_logged_in_as_the_user_and_became_root(modes, ssh_fleet):
         assert node.exec("stat", "-c", "%U", "/home/%s/.ansible" % USER).strip() == USER
         # ... and ran as root through sudo (kgc cannot create /var/lib/kubenode-gc)
         assert node.exec("stat", "-c", "%U", "/var/lib/kubenode-gc/history").strip() == "root"
+        # the modules kept their compiled code (and containerd's committed snapshots' sizes) in root's cache directory,
+        # which the login user can neither list nor read
+        assert node.exec("stat", "-c", "%U %a", "/var/cache/kubenode-gc").strip() == "root 700"
+        kept = node.exec("sh", "-c", "cd /var/cache/kubenode-gc && stat -c '%U %a %n' *").splitlines()
+        assert all(line.startswith("root 600 ") for line in kept), kept
+        names = {line.split(" ", 2)[2] for line in kept}
+        assert any(n.startswith("bytecode.ansible_") and "node_audit" in n for n in names), names
+        assert any(n.startswith("usage.") for n in names) == (RUNTIMES[name] != "crio"), names
+        denied = node.exec("sh", "-c", "su -s /bin/sh %s -c 'ls /var/cache/kubenode-gc' 2>&1 || echo denied" % USER)
+        assert "denied" in denied, denied
 
 
 def test_ssh_no_planted_secret_comes_out(modes, ssh_fleet):
