@@ -276,7 +276,8 @@ def print_rounds(rounds, n, crictl):
         print("image_gc prune / native floor    : %5.2f  median of %s (image_gc's own cost above the API's)" % (
             statistics.median(module_ratios), _list(module_ratios)))
     for how, what in (("ansible", "whole ansible command"), ("process", "module process alone (bytecode cached)"),
-                      ("ansiballz", "module process as Ansible starts it on the node (its AnsiballZ file: the collection from the zip, its code from the node cache when warm)")):
+                      ("ansiballz", "module process as Ansible starts it on the node (its AnsiballZ file: the collection from the zip, "
+                                    "its code from the node cache when warm)")):
         runs = rounds[how]
         base = runs["cri_info"]
         above = {name: [v - b for v, b in zip(runs[name], base)] for name in ("empty_prune", "empty_default", "prune") if name in runs}
