@@ -91,3 +91,11 @@ def test_a_file_another_user_could_have_written_is_not_read(tmp_path):
         assert not _cache.write(fd, "huge", b"x" * (_cache.MAX_BYTES + 1))
     finally:
         os.close(fd)
+
+
+def test_a_directory_that_cannot_be_made_is_no_cache_and_no_error(tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    assert not opened(tmp_path / "file" / "kubenode-gc")  # ENOTDIR, as EROFS on a read-only /var
+    # missing parents are made as the directory is, root's and 0700
+    assert opened(tmp_path / "missing-parent" / "kubenode-gc")
+    assert stat.S_IMODE(os.stat(str(tmp_path / "missing-parent")).st_mode) == 0o700
