@@ -105,8 +105,4 @@ def write(dir_fd, name, data):
     except OSError:
         return False
     finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp, dir_fd=dir_fd)
-            except OSError:
-                pass
+        _files.remove_temporary(dir_fd, tmp)

@@ -352,11 +352,7 @@ def atomic_write(path, text, mode=0o644, keep_owner_mode=True, prefix=None, chec
             tmp = None
             os.fsync(dfd)
         finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp, dir_fd=dfd)
-                except OSError:
-                    pass
+            remove_temporary(dfd, tmp)
         return found.path
 
 
@@ -369,6 +365,16 @@ def create_temporary(dir_fd, prefix):
             return name, os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=dir_fd)
         except FileExistsError:
             continue
+
+
+def remove_temporary(dir_fd, name):
+    """Remove the temporary file ``name`` (create_temporary's) of ``dir_fd`` when a write left it (None: it was renamed)."""
+    if name is None:
+        return
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
 
 
 def _lexists(dir_fd, name):
