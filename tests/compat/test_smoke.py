@@ -124,7 +124,11 @@ def test_the_modules_keep_their_compiled_code_for_the_next_run(run):
     assert {"cri_info", "image_gc", "container_gc", "kubelet_config", "node_audit"} <= set(kept), sorted(kept)
     for path in kept.values():
         assert path.stat().st_uid == 0 and path.stat().st_mode & 0o777 == 0o600 and path.stat().st_size > 10000
-    assert len(kept) == len(list(cache.iterdir()))  # nothing else
+    # and the audit's disk usage kept the sizes containerd stored for its committed snapshots (containerd/_usage_cache)
+    sizes = [p for p in cache.iterdir() if re.fullmatch(r"usage\.[0-9a-f]{16}\.json", p.name)]
+    assert len(sizes) == 1 and sizes[0].stat().st_uid == 0 and sizes[0].stat().st_mode & 0o777 == 0o600
+    assert json.loads(sizes[0].read_text())["snapshots"]
+    assert sorted(cache.iterdir()) == sorted(list(kept.values()) + sizes)  # nothing else
 
 
 def test_cri_info(run):

@@ -20,6 +20,8 @@ import types
 import zipfile
 import zipimport
 
+import pytest
+
 from ansible_collections.kubenode.gc.plugins.module_utils import _zipimport
 
 NOBODY = 65534
@@ -107,10 +109,10 @@ print(json.dumps({"from_zip": z.__file__.startswith(sys.argv[1]) and z.from_zip(
 """
 
 
-def _run(archive, cache, *flags, env=None, user=None):
+def _run(archive, cache, *flags, env=None, user=None, python=sys.executable):
     environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     environ.update({"KUBENODE_GC_CACHE_DIR": str(cache)}, **(env or {}))
-    out = subprocess.run([sys.executable, *flags, "-c", PROBE, str(archive)], capture_output=True, text=True, check=True, env=environ,
+    out = subprocess.run([python, *flags, "-c", PROBE, str(archive)], capture_output=True, text=True, check=True, env=environ,
                          user=user).stdout
     return json.loads(out)
 
@@ -138,13 +140,23 @@ def test_the_code_compiled_from_a_zip_is_kept_for_the_next_run_while_its_source_
     assert _run(_payload(tmp_path / "ansible_kgc_payload.zip", probe="VALUE = 7\n"), cache)["compiled"] == []
 
 
-def _forge(cache, name, source, forged):
-    """A cache file root could have written, whose entry for kgc_probe/mod.py of ``source`` holds ``forged``'s code."""
-    code = compile(forged, "mod.py", "exec")
-    body = marshal.dumps((_zipimport._header(), {"kgc_probe/mod.py": (hashlib.sha256(source.encode()).digest(), marshal.dumps(code))}))
-    (cache / name).write_bytes(hashlib.sha256(body).digest() + body)
-    os.chmod(str(cache / name), 0o600)
-    return cache / name
+FORGE = """import hashlib, marshal, sys
+sys.path.insert(0, sys.argv[1])
+from ansible_collections.kubenode.gc.plugins.module_utils import _zipimport
+body = marshal.dumps((_zipimport._header(), {"kgc_probe/mod.py": (hashlib.sha256(sys.argv[2].encode()).digest(),
+                                                                     marshal.dumps(compile(sys.argv[3], "mod.py", "exec")))}))
+with open(sys.argv[4], "wb") as f:
+    f.write(hashlib.sha256(body).digest() + body)
+"""
+SOURCE = "VALUE = 6 * 7\ndef where():\n    return where.__code__.co_filename\n"  # kgc_probe/mod.py of _payload
+FORGED = "VALUE = 666\ndef where():\n    return ''\n"
+
+
+def _forge(archive, path, python=sys.executable):
+    """A cache file root could have written for ``python``, whose entry for kgc_probe/mod.py (SOURCE) holds FORGED's code."""
+    subprocess.run([python, "-c", FORGE, str(archive), SOURCE, FORGED, str(path)], check=True, env=dict(os.environ, KUBENODE_GC_CACHE_DIR="off"))
+    os.chmod(str(path), 0o600)
+    return path
 
 
 def test_what_root_runs_from_the_cache_is_only_what_root_kept(tmp_path):
@@ -152,8 +164,7 @@ def test_what_root_runs_from_the_cache_is_only_what_root_kept(tmp_path):
     archive = _payload(tmp_path / "ansible_kgc_payload.zip")
     name = _run(archive, "off")["name"]
     cache.mkdir(mode=0o700)
-    source = "VALUE = 6 * 7\ndef where():\n    return where.__code__.co_filename\n"
-    planted = _forge(cache, name, source, "VALUE = 666\ndef where():\n    return ''\n")
+    planted = _forge(archive, cache / name)
     forged = planted.read_bytes()
     assert _run(archive, cache, env={"PYTHONDONTWRITEBYTECODE": "1"})["value"] == 666  # root's file is what runs: hence the rules
     os.chown(str(planted), NOBODY, NOBODY)  # the same file written by another user
@@ -166,19 +177,24 @@ def test_what_root_runs_from_the_cache_is_only_what_root_kept(tmp_path):
     os.chown(str(cache), NOBODY, NOBODY)  # or in a directory another user owns
     assert _run(archive, cache)["value"] == 42
     assert planted.read_bytes() == forged  # and nothing was written there
-    # a process not running as root neither reads nor writes it: the same file, where any user could read it
-    shared = tempfile.mkdtemp(prefix="kgc-zipimport-")
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"  # any user may run it (a venv under /root is root's alone)
+
+
+@pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK), reason="needs %s" % SYSTEM_PYTHON)
+def test_a_process_not_running_as_root_neither_reads_nor_writes_the_cache():
+    shared = tempfile.mkdtemp(prefix="kgc-zipimport-")  # where any user may read: the zip and a cache file root kept
     try:
         os.chmod(shared, 0o755)
+        archive = _payload(os.path.join(shared, "ansible_kgc_payload.zip"))
+        os.chmod(archive, 0o644)
         readable = os.path.join(shared, "cache")
         os.mkdir(readable, 0o755)
-        shutil.copy(str(archive), shared)
-        os.chown(str(planted), 0, 0)
-        shutil.copy(str(planted), readable)
-        os.chmod(os.path.join(readable, name), 0o644)
-        archive = os.path.join(shared, archive.name)
-        assert _run(archive, readable, env={"PYTHONDONTWRITEBYTECODE": "1"})["value"] == 666
-        out = _run(archive, readable, user=NOBODY)
+        name = _run(archive, "off", python=SYSTEM_PYTHON)["name"]
+        os.chmod(str(_forge(archive, os.path.join(readable, name), python=SYSTEM_PYTHON)), 0o644)
+        assert _run(archive, readable, env={"PYTHONDONTWRITEBYTECODE": "1"}, python=SYSTEM_PYTHON)["value"] == 666  # root uses it
+        out = _run(archive, readable, user=NOBODY, python=SYSTEM_PYTHON)
         assert out["value"] == 42 and out["hits"] == 0 and os.listdir(readable) == [name]
     finally:
         shutil.rmtree(shared)
