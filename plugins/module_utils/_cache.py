@@ -106,3 +106,25 @@ def write(dir_fd, name, data):
         return False
     finally:
         _files.remove_temporary(dir_fd, tmp)
+
+
+def load(name):
+    """The bytes of the cache file ``name``, or None (no cache for this process, or ``read``'s None)."""
+    fd = directory()
+    if fd is None:
+        return None
+    try:
+        return read(fd, name)
+    finally:
+        os.close(fd)
+
+
+def store(name, data):
+    """Replace the cache file ``name`` with ``data``; False when there is no cache for this process or ``write`` failed."""
+    fd = directory()
+    if fd is None:
+        return False
+    try:
+        return write(fd, name, data)
+    finally:
+        os.close(fd)

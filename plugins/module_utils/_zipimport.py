@@ -76,16 +76,6 @@ class Bytecode:
         self.compiled = {}  # {path in the zip: (sha256 of the source, code)} compiled in this run
         self.hits = 0
 
-    def _read(self):
-        fd = self.cache.directory()
-        if fd is None:
-            return {}
-        try:
-            data = self.cache.read(fd, self.name)
-        finally:
-            os.close(fd)
-        return self.parse(data)
-
     @staticmethod
     def parse(data):
         """The entries of a cache file's ``data``, or {} when it is none this Python may use."""
@@ -103,7 +93,7 @@ class Bytecode:
         if _fix_co_filename is None or not pathname.startswith(self.prefix):
             return compile_source(pathname, source)
         if self.kept is None:
-            self.kept = self._read()
+            self.kept = self.parse(self.cache.load(self.name))
         path, digest = pathname[len(self.prefix):], hashlib.sha256(source).digest()
         entry = self.kept.get(path)
         if isinstance(entry, tuple) and len(entry) == 2 and entry[0] == digest:
@@ -132,13 +122,7 @@ class Bytecode:
             body = marshal.dumps((_header(), entries))
         except ValueError:
             return False
-        fd = self.cache.directory()
-        if fd is None:
-            return False
-        try:
-            return self.cache.write(fd, self.name, hashlib.sha256(body).digest() + body)
-        finally:
-            os.close(fd)
+        return self.cache.store(self.name, hashlib.sha256(body).digest() + body)
 
 
 def install(module=zipimport, bytecode=None):

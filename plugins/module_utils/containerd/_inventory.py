@@ -110,7 +110,7 @@ def _record(client, pool, ns, asked, running):
 def fill_usage(client, inventory, wanted, kept=None):
     """Set ``size`` of the snapshots named in ``wanted`` [(namespace, snapshotter, key)] from snapshots.Usage, or from
     ``kept`` (_usage_cache: {ref: (created_ns, size)}) for a committed snapshot whose answer containerd stored at commit
-    and that was measured before under the same creation time. Returns how many were asked.
+    and that was measured before under the same creation time.
 
     A snapshot gone since the list (NOT_FOUND) has size 0."""
     kept = kept or {}
@@ -134,7 +134,6 @@ def fill_usage(client, inventory, wanted, kept=None):
                     raise
                 size = 0
             inventory[ns]["snapshots"][(snapshotter, key)]["size"] = size
-    return len(asked)
 
 
 def measure(client, inventory, wanted):

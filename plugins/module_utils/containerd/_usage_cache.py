@@ -21,12 +21,10 @@ and then holds only those that exist. Root's alone, as every cache file, or not 
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _cache
-from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import socket_identity
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import socket_digest
 
 FORMAT = 1
 COMMITTED = 3  # containerd's snapshots.Kind COMMITTED
@@ -34,7 +32,7 @@ KEPT_SNAPSHOTTERS = frozenset({"overlayfs", "native"})  # their Usage of a commi
 
 
 def file_name(endpoint):
-    return "usage.%s.json" % hashlib.sha256(socket_identity(endpoint).encode("utf-8")).hexdigest()[:16]
+    return "usage.%s.json" % socket_digest(endpoint)
 
 
 def keepable(snapshotter, record):
@@ -77,24 +75,10 @@ def dump(kept):
 
 def load(endpoint):
     """The sizes kept for the runtime at ``endpoint``; {} when there are none or the cache is not root's alone."""
-    fd = _cache.directory()
-    if fd is None:
-        return {}
-    try:
-        return parse(_cache.read(fd, file_name(endpoint)) or b"")
-    finally:
-        os.close(fd)
+    return parse(_cache.load(file_name(endpoint)) or b"")
 
 
 def save(endpoint, inventory, kept):
     """Keep the committed snapshots' sizes of ``inventory`` when they are not what was ``kept``; True when written."""
     now = entries(inventory)
-    if now == kept:
-        return False
-    fd = _cache.directory()
-    if fd is None:
-        return False
-    try:
-        return _cache.write(fd, file_name(endpoint), dump(now))
-    finally:
-        os.close(fd)
+    return now != kept and _cache.store(file_name(endpoint), dump(now))

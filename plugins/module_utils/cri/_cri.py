@@ -15,6 +15,7 @@ makes per method (``rpc_calls``) so modules can prove how much they asked.
 from __future__ import annotations
 
 import errno
+import hashlib
 import math
 import os
 import socket
@@ -116,6 +117,12 @@ def socket_identity(endpoint):
     ``..`` and repeated slash resolved (``unix:///var/run/x.sock``, ``/run//x.sock`` and a path through a linked directory
     give one answer). The path, not the inode, so a runtime restarted between two runs keeps its identity."""
     return "/" + os.path.realpath(endpoint_to_path(endpoint)).lstrip("/")
+
+
+def socket_digest(endpoint):
+    """16 hex digits of the SHA-256 of ``socket_identity``: the name part of a file kept per runtime socket (the node
+    lock, the kept snapshot sizes), the same for every spelling of one socket."""
+    return hashlib.sha256(socket_identity(endpoint).encode("utf-8")).hexdigest()[:16]
 
 
 # a socket this user may not use: the usual cause is a play without become (the runtime's sockets are root's)

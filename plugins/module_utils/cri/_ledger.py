@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import stat
@@ -36,7 +35,7 @@ import time
 
 from ansible_collections.kubenode.gc.plugins.module_utils import _files
 from ansible_collections.kubenode.gc.plugins.module_utils._errors import KubenodeGcError
-from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import socket_identity
+from ansible_collections.kubenode.gc.plugins.module_utils.cri._cri import socket_digest
 
 LEDGER_VERSION = 1
 LOCK_DIR = "/run/kubenode-gc"  # the gc_timer role's unit names it too (RuntimeDirectory=kubenode-gc)
@@ -52,7 +51,7 @@ def node_lock_path(endpoint):
     /var/run links to /run (_cri.socket_identity). The ledger is read and written only under this lock.
     """
     directory = os.environ.get(LOCK_DIR_ENV) or LOCK_DIR
-    return os.path.join(directory, hashlib.sha256(socket_identity(endpoint).encode("utf-8")).hexdigest()[:16] + ".lock")
+    return os.path.join(directory, socket_digest(endpoint) + ".lock")
 
 
 class LedgerError(KubenodeGcError):
