@@ -323,6 +323,21 @@ def read_after_outage(client, read, wait=RUNTIME_BACK_WAIT, interval=RUNTIME_BAC
             sleep(interval)
 
 
+def _indexed_images(client):
+    """read_images and its ImageIndex (thousands of references, each normalized). While ``client`` shares the node's reads
+    (its ``node_memo``: node_audit's and node_cleanup's parts), both are built once, and each caller gets records of its
+    own to annotate."""
+    memo = getattr(client, "node_memo", None)
+    if memo is None:
+        images = read_images(client)
+        return images, ImageIndex(images)
+    if "images" not in memo:
+        images = read_images(client)
+        memo["images"] = (images, ImageIndex(images))
+    images, index = memo["images"]
+    return [dict(img, repo_tags=list(img["repo_tags"]), repo_digests=list(img["repo_digests"])) for img in images], index
+
+
 def read_node(client, gather=GATHER_CHOICES, image_volumes=False):
     """Read what ``gather`` asks for, with one RPC per list; returns a dict of internal records.
 
@@ -350,8 +365,7 @@ def read_node(client, gather=GATHER_CHOICES, image_volumes=False):
         node["image_mounts"] = None
         if image_volumes and supports_image_volumes(node["runtime"]):
             node["image_mounts"] = read_image_mounts(client, node["containers"])
-        images = read_images(client)
-        index = ImageIndex(images)  # built once: thousands of references, each normalized
+        images, index = _indexed_images(client)
         users = image_users(images, node["containers"], index)
         sandbox_ids = index.resolve(node["runtime"]["sandbox_image"])
         for img in images:

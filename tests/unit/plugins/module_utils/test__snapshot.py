@@ -225,3 +225,45 @@ def test_status_calls_are_issued_concurrently_in_bounded_chunks(monkeypatch):
 
     snap.read_image_mounts(Client({}), [_container("c%d" % n) for n in range(3)])
     assert order == [("start", "c0"), ("start", "c1"), ("wait", "c0"), ("wait", "c1"), ("start", "c2"), ("wait", "c2")]
+
+
+class _ImagesClient:
+    """list_images only; ``node_memo`` as CriClient has it (None unless the node's reads are shared)."""
+
+    def __init__(self, memo):
+        self.node_memo, self.lists = memo, 0
+
+    def list_images(self):
+        self.lists += 1
+        return [_Image("sha256:" + "a" * 64, ["app:1"]), _Image("sha256:" + "b" * 64, ["registry.k8s.io/pause:3.9"])]
+
+
+class _Image:
+    def __init__(self, image_id, tags):
+        self.id, self.repo_tags, self.repo_digests, self.size, self.pinned = image_id, tags, [], 10, False
+
+
+def test_shared_reads_build_the_image_records_and_index_once_and_give_each_caller_its_own(monkeypatch):
+    built = []
+    real = snap.ImageIndex
+
+    def counting(images):
+        built.append(len(images))
+        return real(images)
+
+    monkeypatch.setattr(snap, "ImageIndex", counting)
+    client = _ImagesClient({})
+    first, index = snap._indexed_images(client)  # pylint: disable=protected-access
+    first[0]["used_by"] = ["c1"]
+    first[0]["repo_tags"].append("docker.io/library/app:changed")
+    second, again = snap._indexed_images(client)  # pylint: disable=protected-access
+    assert client.lists == 1 and built == [2] and again is index
+    assert second[0] == {"id": "sha256:" + "a" * 64, "repo_tags": ["docker.io/library/app:1"], "repo_digests": [], "size": 10, "pinned": False}
+    assert index.resolve("app:1") == {"sha256:" + "a" * 64}
+    client.node_memo.clear()  # what CriClient does on a call that may change the node
+    snap._indexed_images(client)  # pylint: disable=protected-access
+    assert client.lists == 2 and built == [2, 2]
+    # a client that does not share the node's reads lists every time
+    alone = _ImagesClient(None)
+    snap._indexed_images(alone), snap._indexed_images(alone)  # pylint: disable=protected-access
+    assert alone.lists == 2
