@@ -203,15 +203,20 @@ def read_imagefs(client):
     return filesystems
 
 
-def _measured(client, mountpoint):
-    """statvfs_usage of ``mountpoint``; measured once while ``client`` shares the node's reads (its ``node_memo``)."""
+def _shared(client, key, make, copy):
+    """``make()``. While ``client`` shares the node's reads (its ``node_memo``: node_audit's and node_cleanup's parts, cleared
+    by any call that may change the node), it is made once under ``key``, and each caller gets ``copy(value)`` of its own."""
     memo = getattr(client, "node_memo", None)
     if memo is None:
-        return statvfs_usage(mountpoint)
-    key = ("statvfs", mountpoint)
+        return make()
     if key not in memo:
-        memo[key] = statvfs_usage(mountpoint)
-    return dict(memo[key])
+        memo[key] = make()
+    return copy(memo[key])
+
+
+def _measured(client, mountpoint):
+    """statvfs_usage of ``mountpoint``, measured once while ``client`` shares the node's reads."""
+    return _shared(client, ("statvfs", mountpoint), lambda: statvfs_usage(mountpoint), dict)
 
 
 def image_filesystem(filesystems):
@@ -324,18 +329,18 @@ def read_after_outage(client, read, wait=RUNTIME_BACK_WAIT, interval=RUNTIME_BAC
 
 
 def _indexed_images(client):
-    """read_images and its ImageIndex (thousands of references, each normalized). While ``client`` shares the node's reads
-    (its ``node_memo``: node_audit's and node_cleanup's parts), both are built once, and each caller gets records of its
-    own to annotate."""
-    memo = getattr(client, "node_memo", None)
-    if memo is None:
+    """read_images and its ImageIndex (thousands of references, each normalized): built once while ``client`` shares the
+    node's reads, each caller getting records of its own to annotate (the index is only read)."""
+
+    def make():
         images = read_images(client)
         return images, ImageIndex(images)
-    if "images" not in memo:
-        images = read_images(client)
-        memo["images"] = (images, ImageIndex(images))
-    images, index = memo["images"]
-    return [dict(img, repo_tags=list(img["repo_tags"]), repo_digests=list(img["repo_digests"])) for img in images], index
+
+    def copy(value):
+        images, index = value
+        return [dict(img, repo_tags=list(img["repo_tags"]), repo_digests=list(img["repo_digests"])) for img in images], index
+
+    return _shared(client, "images", make, copy)
 
 
 def read_node(client, gather=GATHER_CHOICES, image_volumes=False):
