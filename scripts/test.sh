@@ -26,7 +26,19 @@ want() {
   for s in "${STEPS[@]}"; do [ "$s" = "$1" ] && return 0; done
   return 1
 }
-step() { printf '\n==== %s\n' "$*"; }
+# Each step's header says when it started; the run ends (even when it fails) with each step's wall time, the set-up's
+# (scripts/setup.sh, above) first. The background jobs (node images, the matrix) run inside the steps they overlap.
+STEP_NAME="set-up (scripts/setup.sh)" STEP_AT=0 STEP_TIMES=()
+step() {
+  STEP_TIMES+=("$(printf '%5d s  %s' $((SECONDS - STEP_AT)) "$STEP_NAME")")
+  STEP_NAME=$* STEP_AT=$SECONDS
+  printf '\n==== %s  [%s UTC, %d min %02d s into the run]\n' "$*" "$(date -u +%H:%M:%S)" $((SECONDS / 60)) $((SECONDS % 60))
+}
+step_times() {
+  STEP_TIMES+=("$(printf '%5d s  %s' $((SECONDS - STEP_AT)) "$STEP_NAME")")
+  printf '\n==== wall time by step (%d s in all)\n' "$SECONDS"
+  printf '%s\n' "${STEP_TIMES[@]}"
+}
 
 # Leave the machine as it was: a dockerd the steps start (devtools.nodes.ensure_dockerd, which writes its pid file) is
 # stopped at the end; one that already ran before is left alone.
@@ -35,6 +47,7 @@ DOCKER_WAS_UP=0
 docker info >/dev/null 2>&1 && DOCKER_WAS_UP=1
 TREE="" IMAGES_PID=""
 finish() {
+  step_times
   [ -n "$TREE" ] && rm -rf "$TREE"
   [ -n "$IMAGES_PID" ] && kill -- "$IMAGES_PID" 2>/dev/null && wait "$IMAGES_PID" 2>/dev/null
   [ -n "${MATRIX_PID:-}" ] && pkill -P "$MATRIX_PID" 2>/dev/null; [ -n "${MATRIX_PID:-}" ] && kill "$MATRIX_PID" 2>/dev/null && wait "$MATRIX_PID" 2>/dev/null
@@ -169,7 +182,8 @@ fi
 if want integration; then
 step "integration tests (real runtimes: containerd 1.6, 1.7, 2.1, 2.2, 2.3, cri-o, Docker Engine through cri-dockerd)"
 # two workers; each (test module, runtime) pair stays on one worker (one runtime instance per module), the largest first
-python -m pytest -p no:cacheprovider -n 2 --dist loadgroup tests/integration
+# the 25 slowest tests are listed at the end: where the step's time goes
+python -m pytest -p no:cacheprovider -n 2 --dist loadgroup --durations=25 tests/integration
 fi
 
 if want fleet; then
