@@ -462,10 +462,17 @@ class Collector:
                 out += [(n, False) for n in self._container_refs(ns, c)]
         return out
 
-    def reach(self, start):
-        """Every node reachable from ``start`` ([(node, flat)] or [node]), flat marks stripped (containerd's tricolor mark)."""
+    def reach(self, start, seen=None):
+        """Every node reachable from ``start`` ([(node, flat)] or [node]), flat marks stripped (containerd's tricolor mark).
+
+        ``seen``: a set of (node, flat) pairs that earlier calls reached, shared by the calls and grown by each: what it
+        holds is neither walked nor returned again (an attribution that claims every node a call returns, in order, gets
+        the same bytes while each node is walked once in all)."""
         todo = [s if len(s) == 2 and isinstance(s[1], bool) else (s, False) for s in start]
-        seen = set(todo)
+        if seen is None:
+            seen = set()
+        todo = [item for item in dict.fromkeys(todo) if item not in seen]
+        seen.update(todo)
         out = set()
         while todo:
             item = todo.pop()

@@ -147,6 +147,8 @@ def objects(inventory, now_ns, line=gc.NEWEST, cri_containers=(), snapshotters=(
     image's layer blob."""
     claims = _Claims(inventory)
     model = gc.Collector(inventory, now_ns, line)
+    # what an earlier reach walked is claimed already: each later reach walks only what is new (the bytes are the same)
+    walked = set()
     out = {"k8s_images": [], "unpacked_layer_blobs": [], "other_namespace_images": [], "writable_layers": [], "stale_ingests": [],
            "leased": [], "unreferenced_snapshots": []}
     discard = _layer_blobs.discard(inventory, snapshotters, now_ns, line)
@@ -159,17 +161,17 @@ def objects(inventory, now_ns, line=gc.NEWEST, cri_containers=(), snapshotters=(
         used = {c["image"] for c in ns["containers"]}
         category = "k8s_images" if namespace == CRI_NAMESPACE else "other_namespace_images"
         for shown, names, target in image_groups(ns):
-            size = claims.take(model.reach([("image", namespace, n) for n in names]))
+            size = claims.take(model.reach([("image", namespace, n) for n in names], walked))
             out[category].append({"namespace": namespace, "name": shown, "id": target, "bytes": size, "names": names,
                                   "in_use": bool(used & set(names))})
     for namespace in namespaces:
         ns = inventory[namespace]
         for c in ns["containers"]:
-            size = claims.take(model.reach([("container", namespace, c["id"])]))
+            size = claims.take(model.reach([("container", namespace, c["id"])], walked))
             if not (namespace == CRI_NAMESPACE and c["id"] in cri_containers):
                 out["writable_layers"].append({"namespace": namespace, "id": c["id"], "name": c["image"], "bytes": size})
         for sb in ns.get("sandboxes", ()):
-            size = claims.take(model.reach(model.forward(namespace, sb["labels"])))
+            size = claims.take(model.reach(model.forward(namespace, sb["labels"]), walked))
             if size:
                 out["writable_layers"].append({"namespace": namespace, "id": sb["id"], "name": None, "bytes": size})
     for namespace in namespaces:
@@ -179,7 +181,7 @@ def objects(inventory, now_ns, line=gc.NEWEST, cri_containers=(), snapshotters=(
     for namespace in namespaces:
         ns = inventory[namespace]
         for lease in sorted(ns["leases"], key=lambda item: item["id"]):
-            out["leased"].append({"namespace": namespace, "id": lease["id"], "bytes": claims.take(model.reach(model.lease_held(namespace, lease))),
+            out["leased"].append({"namespace": namespace, "id": lease["id"], "bytes": claims.take(model.reach(model.lease_held(namespace, lease), walked)),
                                   "expires": lease["labels"].get(LEASE_EXPIRE), "expired": expired(lease, now_ns),
                                   "age_seconds": _age(now_ns, lease["created_ns"])})
     rest = out["unreferenced_snapshots"]
@@ -189,7 +191,7 @@ def objects(inventory, now_ns, line=gc.NEWEST, cri_containers=(), snapshotters=(
                 info = _info(inventory, node)
                 if claims.claimed(node) or (gc_root and not model.root_keys(info["labels"])):
                     continue
-                size = claims.take(model.reach([node]) if gc_root else [node])
+                size = claims.take(model.reach([node], walked) if gc_root else [node])
                 item = {"namespace": namespace, "kind": node[0], "id": node[-1], "bytes": size, "gc_root": gc_root,
                         "age_seconds": _age(now_ns, info.get("created_ns"))}
                 if node[0] == "snapshot":

@@ -185,3 +185,59 @@ def test_ingest_and_lease_ages_are_compared_to_the_nanosecond(idle_ms, planned):
                       leases=[{"id": "l", "created_ns": then, "labels": {}, "resources": []}])}
     kinds = [s["kind"] for s in P.plan(inv, [], None, 10**9, 10**9, NOW)]
     assert ("ingest" in kinds, "lease" in kinds) == (planned, planned)
+
+
+def shared_inventory():
+    """Images that share what they hold: one chain of snapshots and a set of layer blobs reached by many images (some
+    through a flat lease first), containers on their tops, a sandbox, leases and a gc.root chain over the images' own."""
+    content, snaps, images, containers = {}, {}, [], []
+    for n in range(12):
+        content["layer-%d" % n] = blob(1000 + n)
+        snaps[(SN, "s%d" % n)] = snap(100 + n, parent="s%d" % (n - 1) if n else "")
+    for i in range(40):
+        depth = i % 12
+        layers = {"containerd.io/gc.ref.content.l.%d" % n: "layer-%d" % n for n in range(depth + 1)}
+        content["config-%d" % i] = blob(10 + i, **{"containerd.io/gc.ref.snapshot.overlayfs": "top-%d" % i})
+        content["manifest-%d" % i] = blob(100 + i, **dict(layers, **{"containerd.io/gc.ref.content.config": "config-%d" % i}))
+        snaps[(SN, "top-%d" % i)] = snap(50 + i, parent="s%d" % depth)
+        images.append(("app-%d:1" % i, "manifest-%d" % i))
+        if i % 3 == 0:
+            images.append(("sha256:id-%d" % i, "manifest-%d" % i))
+        if i % 5 == 0:
+            snaps[(SN, "rw-%d" % i)] = snap(7 + i, parent="top-%d" % i)
+            containers.append({"id": "c%d" % i, "image": "app-%d:1" % i, "snapshotter": SN, "snapshot_key": "rw-%d" % i, "labels": {}})
+    content["sandbox-spec"] = blob(3, **{"containerd.io/gc.ref.content.l.0": "layer-0"})
+    snaps[(SN, "rooted")] = snap(60, parent="s3", **{"containerd.io/gc.root": "x"})
+    snaps[(SN, "rooted-child")] = snap(9, parent="rooted")
+    content["leased"] = blob(70, **{"containerd.io/gc.ref.content.l.0": "layer-11"})
+    leases = [{"id": "flat", "created_ns": NOW - 60 * 10**9, "labels": {"containerd.io/gc.flat": "x"},
+               "resources": [("content", "manifest-39"), ("snapshots/overlayfs", "s11")]},
+              {"id": "deep", "created_ns": NOW - 60 * 10**9, "labels": {}, "resources": [("content", "leased"), ("snapshots/overlayfs", "top-7")]}]
+    m_content, m_snaps = image_ns("m-", 300, 400, shared="layer-4")
+    return {
+        "k8s.io": ns(images=images, content=content, snapshots=snaps, containers=containers, leases=leases,
+                     sandboxes=[{"id": "sb", "labels": {"containerd.io/gc.ref.content.spec": "sandbox-spec"}}]),
+        "moby": ns(images=[("busy:1", "m-manifest")], content=m_content, snapshots=m_snaps),
+    }
+
+
+@pytest.mark.parametrize("line", ["1.6", "1.7", "2.0", "2.2"])
+def test_each_reach_walks_only_what_no_earlier_one_did_and_the_bytes_are_those_of_whole_reaches(monkeypatch, line):
+    inv = shared_inventory()
+    reach, references = P.gc.Collector.reach, P.gc.Collector.references
+    walked = []
+
+    def counted(self, node, flat=False):
+        walked.append((node, flat))
+        return references(self, node, flat)
+
+    monkeypatch.setattr(P.gc.Collector, "references", counted)
+    pruned = P.objects(inv, NOW, line, cri_containers={"c5"})
+    assert len(walked) == len(set(walked))  # every (node, flat) walked once in all
+    once = len(walked)
+    del walked[:]
+    # each reach whole, as containerd's mark sees it from that root: the same bytes, object by object
+    monkeypatch.setattr(P.gc.Collector, "reach", lambda self, start, seen=None: reach(self, start))
+    assert P.objects(inv, NOW, line, cri_containers={"c5"}) == pruned
+    assert len(walked) > 2 * once
+    assert pruned["k8s_images"][0]["bytes"] > 0 and sum(o["bytes"] for cat in pruned.values() for o in cat) > 0
