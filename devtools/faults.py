@@ -18,7 +18,8 @@ stays full); the first removal to succeed after n others did starts a thread tha
 starts it again on the same root (``runtime.launch()``). That removal, and every one that succeeds in the runtime
 until it is back, loses its answer: once the runtime is down the module gets UNAVAILABLE although the object is gone
 (``proxy.lost`` counts them, at least one), as when the connection closes before the answer is written; calls made
-while it is down fail as on a node. Leaving the ``with`` block waits for the runtime to be back.
+while it is down fail as on a node. Leaving the ``with`` block waits for the runtime to be back; ``proxy.back_after`` is
+how long after its stop it answered again (``down`` plus the start, which takes longer on a loaded machine).
 
 Works for every runtime of the matrix: it only needs the runtime's socket, ``crash()``, ``shutdown()`` and ``launch()``.
 """
@@ -117,15 +118,18 @@ class RestartAfter(CrashAfter):
         self.restarted = False  # the runtime answers again
         self.lost = 0  # removals the runtime did whose answer the module never got
         self.error = None  # what went wrong restarting, re-raised on exit
+        self.back_after = None  # seconds from the runtime's stop to its answering again (the module waits RUNTIME_BACK_WAIT)
         self._thread = None
         self._stopped = threading.Event()
 
     def _restart(self):
         try:
             self.runtime.shutdown(leftovers=False)  # SIGTERM, then wait for the daemon to exit
+            stopped = time.monotonic()
             self._stopped.set()
             time.sleep(self.down)
             self.runtime.launch()
+            self.back_after = time.monotonic() - stopped
         except BaseException as exc:  # pylint: disable=broad-except
             self.error = exc
         finally:
@@ -177,3 +181,15 @@ class _Forward(grpc.GenericRpcHandler):
             return self.proxy.forward(method, request, context)
 
         return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=None, response_serializer=None)
+
+
+def back_in_time(proxy, wait, margin=2.0):
+    """Whether a RestartAfter's runtime answered again within ``wait`` seconds of its stop (the module's wait for it):
+    True when ``margin`` seconds before the end of that wait, False when after it, None in between (the module's last try
+    may or may not have found it back). A loaded machine can take longer than ``down`` to start the runtime again."""
+    if proxy.back_after is None:
+        return None
+    if proxy.back_after <= wait - margin:
+        return True
+    return False if proxy.back_after > wait else None
+
