@@ -192,4 +192,3 @@ def back_in_time(proxy, wait, margin=2.0):
     if proxy.back_after <= wait - margin:
         return True
     return False if proxy.back_after > wait else None
-
