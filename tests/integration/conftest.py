@@ -4,7 +4,9 @@
 """Integration fixtures: the built-and-installed collection, ansible-playbook, and real runtimes.
 
 Modules run through ``ansible-playbook`` against localhost, from the collection
-tarball that ``ansible-galaxy collection build`` makes of this checkout.
+tarball that ``ansible-galaxy collection build`` makes of this checkout; each run forks from the session's
+``devtools.ansible_zygote`` (ansible-core imported once) and calls ansible-playbook's own ``main()``
+(``KUBENODE_GC_TEST_ZYGOTE=0``: a new process for every run).
 
 Tests that use the ``runtime`` fixture run on the runtimes of the matrix (``devtools.runtimes``; test ids
 ctrd16, ctrd17, ctrd21, ctrd22, ctrd23, crio,
@@ -47,6 +49,7 @@ import pytest
 import yaml
 
 from devtools import fetch, kubelet_lock, runtimes
+from devtools.ansible_zygote import Zygote
 from devtools.collection import REPO
 
 BIN = os.path.dirname(sys.executable)
@@ -179,6 +182,8 @@ def collections_path(tmp_path_factory, collection_tarball):
 
 
 CALLBACK_PLUGINS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "callback_plugins")
+# what makes ansible-playbook write the task's result where KUBENODE_GC_TEST_RESULT (set for each run) says
+RESULT_ENV = {"ANSIBLE_CALLBACK_PLUGINS": CALLBACK_PLUGINS, "ANSIBLE_CALLBACKS_ENABLED": "kubenode_gc_test_result"}
 
 
 class Ansible:
@@ -187,8 +192,9 @@ class Ansible:
     The result is what ``register`` would store, written by the callback in callback_plugins/ (a second task copying it
     into a file cost a module execution of its own per run)."""
 
-    def __init__(self, collections_path, workdir, node_cache=None):
+    def __init__(self, collections_path, workdir, node_cache=None, zygote=None):
         self.collections_path = collections_path
+        self.zygote = zygote  # devtools.ansible_zygote.Zygote: the runs without a prefix fork from it
         self.workdir = workdir
         self.node_cache = node_cache  # the modules' cache directory (_cache), kept for the session
         self.count = 0
@@ -229,8 +235,11 @@ class Ansible:
             cmd.append("--check")
         if diff:
             cmd.append("--diff")
-        result = {"ANSIBLE_CALLBACK_PLUGINS": CALLBACK_PLUGINS, "ANSIBLE_CALLBACKS_ENABLED": "kubenode_gc_test_result", "KUBENODE_GC_TEST_RESULT": out}
-        proc = subprocess.run(cmd, env=self.env(result, unset=unset_env), capture_output=True, text=True, check=False)
+        env = self.env(dict(RESULT_ENV, KUBENODE_GC_TEST_RESULT=out), unset=unset_env)
+        if self.zygote is not None and not self.prefix:
+            proc = self.zygote.run(cmd, env)
+        else:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if not os.path.exists(out):
             raise AssertionError("ansible-playbook produced no result (rc %d):\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr))
         with open(out, encoding="utf-8") as f:
@@ -243,9 +252,20 @@ def node_cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("node-cache") / "kubenode-gc")
 
 
+@pytest.fixture(scope="session")
+def ansible_zygote(collections_path, node_cache):
+    """The session's devtools.ansible_zygote (KUBENODE_GC_TEST_ZYGOTE=0: none, every run a new process)."""
+    if os.environ.get("KUBENODE_GC_TEST_ZYGOTE") == "0":
+        yield None
+        return
+    zygote = Zygote(Ansible(collections_path, None, node_cache).env(RESULT_ENV))
+    yield zygote
+    zygote.close()
+
+
 @pytest.fixture
-def ansible(collections_path, tmp_path, node_cache):
-    return Ansible(collections_path, tmp_path, node_cache)
+def ansible(collections_path, tmp_path, node_cache, ansible_zygote):
+    return Ansible(collections_path, tmp_path, node_cache, ansible_zygote)
 
 
 @pytest.fixture(scope="module")
