@@ -25,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 
 # the environment that must not differ between the zygote and a run it serves
@@ -98,8 +99,6 @@ class Zygote:
         self.env = dict(env)
         self._proc = None
         self._lock = threading.Lock()
-        self.runs = 0  # served by the zygote
-        self.fallbacks = 0  # run in a new process instead
 
     def _start(self):
         self._proc = subprocess.Popen([sys.executable, "-m", "devtools.ansible_zygote"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -118,12 +117,9 @@ class Zygote:
                 return self._served(argv, env)
             finally:
                 self._lock.release()
-        self.fallbacks += 1
         return subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
 
     def _served(self, argv, env):
-        import tempfile  # pylint: disable=import-outside-toplevel
-
         with tempfile.TemporaryDirectory(prefix="zygote-") as tmp:
             out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
             request = {"argv": list(argv), "env": dict(env), "cwd": os.getcwd(), "stdout": out, "stderr": err}
@@ -133,7 +129,6 @@ class Zygote:
             if not answer:
                 self.close()
                 raise RuntimeError("the ansible-playbook zygote ended during a run of %s" % " ".join(argv))
-            self.runs += 1
             outputs = []
             for path in (out, err):
                 try:

@@ -29,13 +29,14 @@ want() {
 # Each step's header says when it started; the run ends (even when it fails) with each step's wall time, the set-up's
 # (scripts/setup.sh, above) first. The background jobs (node images, the matrix) run inside the steps they overlap.
 STEP_NAME="set-up (scripts/setup.sh)" STEP_AT=0 STEP_TIMES=()
+step_done() { STEP_TIMES+=("$(printf '%5d s  %s' $((SECONDS - STEP_AT)) "$STEP_NAME")"); }
 step() {
-  STEP_TIMES+=("$(printf '%5d s  %s' $((SECONDS - STEP_AT)) "$STEP_NAME")")
+  step_done
   STEP_NAME=$* STEP_AT=$SECONDS
   printf '\n==== %s  [%s UTC, %d min %02d s into the run]\n' "$*" "$(date -u +%H:%M:%S)" $((SECONDS / 60)) $((SECONDS % 60))
 }
 step_times() {
-  STEP_TIMES+=("$(printf '%5d s  %s' $((SECONDS - STEP_AT)) "$STEP_NAME")")
+  step_done
   printf '\n==== wall time by step (%d s in all)\n' "$SECONDS"
   printf '%s\n' "${STEP_TIMES[@]}"
 }
