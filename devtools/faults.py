@@ -192,3 +192,22 @@ def back_in_time(proxy, wait, margin=2.0):
     if proxy.back_after <= wait - margin:
         return True
     return False if proxy.back_after > wait else None
+
+
+def until_decided(down, scenario, wait, attempts=2):
+    """Run ``scenario(attempt)`` (it restarts the runtime through a RestartAfter of ``down`` seconds, checks what holds
+    for its outcome, back_in_time(proxy, wait), and returns the proxy) until the outcome it was written for is tested:
+    with ``down`` (back late) the first run; with none, the first run whose runtime was back in time, up to ``attempts``
+    runs (a loaded machine can start the runtime too slowly), else AssertionError naming how long each took."""
+    slow = []
+    for attempt in range(attempts):
+        proxy = scenario(attempt)
+        back = back_in_time(proxy, wait)
+        if down:
+            assert back is False, "the runtime answered %.1f s after its stop, within the module's wait of %s s" % (proxy.back_after, wait)
+            return
+        if back:
+            return
+        slow.append(proxy.back_after)
+    raise AssertionError("the runtime answered %s s after its stop, never within the module's wait of %s s minus 2 s: the case "
+                         "of a runtime back in time was not tested" % (" and ".join("%.1f" % t for t in slow), wait))

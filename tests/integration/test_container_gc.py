@@ -8,7 +8,7 @@ import os
 import pytest
 
 from ansible_collections.kubenode.gc.plugins.module_utils.cri._snapshot import RUNTIME_BACK_WAIT
-from devtools.faults import CrashAfter, RestartAfter, back_in_time
+from devtools.faults import CrashAfter, RestartAfter, back_in_time, until_decided
 from devtools.images import ImageSpec
 from tests.integration.expectations import expect
 
@@ -542,23 +542,18 @@ def test_graceful_restart_mid_run_reports_every_removal_that_happened(ansible, r
 
     back-in-time: when the runtime took so long to start again that it was not back within the module's wait (a loaded
     machine), that run is checked for what holds either way and the scenario runs once more on an emptied runtime."""
-    slow = []
-    for attempt in range(2):
+    def scenario(attempt):
         if attempt:
             runtime.reset()
             for name in os.listdir(links):
                 os.unlink(os.path.join(links, name))
-        back, after = _restart_mid_run(ansible, runtime, links, down, "uid-many-%d" % attempt)
-        if down or back:
-            return
-        slow.append(after)
-    pytest.fail("the runtime answered %s s after its stop, twice not within the module's wait of %s s minus 2 s: the case "
-                "of a runtime back in time was not tested" % (" and ".join("%.1f" % t for t in slow), RUNTIME_BACK_WAIT))
+        return _restart_mid_run(ansible, runtime, links, down, "uid-many-%d" % attempt)
+
+    until_decided(down, scenario, RUNTIME_BACK_WAIT)
 
 
 def _restart_mid_run(ansible, runtime, links, down, uid):
-    """One run of the scenario above, its pod of ``uid``: (whether the runtime was back within the module's wait, True,
-    False or not known (None: devtools.faults.back_in_time), seconds from its stop to its answering again)."""
+    """One run of the scenario above, its pod of ``uid``; returns the proxy (devtools.faults.until_decided)."""
     runtime.pull_images([ImageSpec("img:1")])
     pod = runtime.run_pod("many", uid=uid)
     ids = [runtime.add_container(pod, "app", "img:1", "exited", attempt=a, link_dir=links) for a in range(16)]
@@ -567,8 +562,6 @@ def _restart_mid_run(ansible, runtime, links, down, uid):
     # when the proxy never restarted the runtime, what the module said and every call it made tell why
     assert proxy.restarted and proxy.removed >= 3, (proxy.removed, proxy.calls, res)
     back = back_in_time(proxy, RUNTIME_BACK_WAIT)
-    if down:
-        assert back is False, "the runtime answered %.1f s after its stop" % proxy.back_after
     left = set(containers_left(runtime))
     gone = set(ids) - left
     removed = {c["id"] for c in res["removed_containers"]}
@@ -606,4 +599,4 @@ def _restart_mid_run(ansible, runtime, links, down, uid):
     assert _gone_logs(runtime, pod, links, ids, set(ids) - set(containers_left(runtime))) == []
     assert set(containers_left(runtime)) == {ids[15]}
     assert os.path.exists(log_file(runtime, pod, "app", 15))
-    return back, proxy.back_after
+    return proxy
