@@ -124,22 +124,30 @@ def _needed(layers):
     return max([len(layers)] + indexes)
 
 
-def _depth(snapshots, snapshotter, key):
-    """How many committed snapshots the chain from ``key`` down holds, or None when one is absent or not committed."""
-    depth, seen = 0, set()
-    while key:
-        snap = snapshots.get((snapshotter, key))
-        if snap is None or snap.get("kind") != COMMITTED or key in seen:
-            return None
+def _depth(snapshots, snapshotter, key, memo):
+    """How many committed snapshots the chain from ``key`` down holds, or None when one is absent or not committed (or
+    the chain loops). ``memo`` ({(snapshotter, key): depth}) keeps every chain's depth on the way, so images sharing
+    their lower layers walk them once."""
+    path, seen = [], set()
+    while key and (snapshotter, key) not in memo:
+        snap = None if key in seen else snapshots.get((snapshotter, key))
+        if snap is None or snap.get("kind") != COMMITTED:
+            base = None
+            break
         seen.add(key)
-        depth += 1
+        path.append(key)
         key = snap["parent"]
-    return depth
+    else:
+        base = memo[(snapshotter, key)] if key else 0
+    for i, walked in enumerate(path):
+        memo[(snapshotter, walked)] = None if base is None else base + len(path) - i
+    return memo[(snapshotter, path[0])] if path else base
 
 
-def unpacked(ns, manifest, snapshotters):
+def unpacked(ns, manifest, snapshotters, memo=None):
     """True when the manifest's config names, for every snapshotter of ``snapshotters``, a snapshot chain of ``ns`` deep
-    enough for its layers (see the module's docstring); a manifest without layers is unpacked."""
+    enough for its layers (see the module's docstring); a manifest without layers is unpacked. ``memo``: the chains'
+    depths known so far (see ``_depth``)."""
     labels = ns["content"][manifest]["labels"]
     layers = layer_labels(labels)
     if not layers:
@@ -147,8 +155,9 @@ def unpacked(ns, manifest, snapshotters):
     config = ns["content"].get(labels.get(REF_CONFIG) or "")
     if config is None or not snapshotters:
         return False
+    memo = {} if memo is None else memo
     for snapshotter in snapshotters:
-        depth = _depth(ns["snapshots"], snapshotter, config["labels"].get(REF_SNAPSHOT + snapshotter) or "")
+        depth = _depth(ns["snapshots"], snapshotter, config["labels"].get(REF_SNAPSHOT + snapshotter) or "", memo)
         if depth is None or depth < _needed(layers):
             return False
     return True
@@ -169,10 +178,10 @@ def candidates(inventory, snapshotters):
     ns = inventory.get(CRI_NAMESPACE)
     if ns is None:
         return {}
-    reached, blocked = {}, set()
+    reached, blocked, depths = {}, set(), {}
     for shown, _names, target in _groups(ns):
         found = manifests(ns["content"], target)
-        ok = found is not None and all(unpacked(ns, m, snapshotters) for m in found)
+        ok = found is not None and all(unpacked(ns, m, snapshotters, depths) for m in found)
         for m in found or ():
             reached.setdefault(m, []).append(shown)
             if not ok:

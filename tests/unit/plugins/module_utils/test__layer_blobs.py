@@ -114,6 +114,40 @@ def test_an_image_not_unpacked_in_every_cri_snapshotter_keeps_its_blobs(case):
     assert rec["content"][m]["labels"][LAYER + "1"] == "l-b"
 
 
+class _CountingSnapshots(dict):
+    """The snapshots of a namespace, counting each key's lookups."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.asked = {}
+
+    def get(self, key, default=None):
+        self.asked[key] = self.asked.get(key, 0) + 1
+        return super().get(key, default)
+
+
+def test_images_sharing_lower_layers_walk_each_snapshot_once_and_get_the_depths_of_whole_walks():
+    inv = node()
+    rec = inv[K8S]
+    base = ["l-%d" % n for n in range(9)]
+    for n in range(30):  # thirty images on one nine-layer base, each with a top layer of its own
+        pulled(rec, "app-%d:1" % n, base + ["top-%d" % n])
+    pulled(rec, "short:1", base[:4])
+    pulled(rec, "broken:1", base + ["gone"])
+    del rec["snapshots"][(SN, "ch:" + "+".join(base + ["gone"]))]  # its top snapshot is absent: not unpacked
+    pulled(rec, "loop:1", ["x-1", "x-2"])
+    rec["snapshots"][(SN, "ch:x-1")]["parent"] = "ch:x-1+x-2"  # a chain that loops: not unpacked
+    whole = {m: L.unpacked(rec, m, [SN]) for m in rec["content"] if m.startswith("m-")}  # each walk on its own
+    rec["snapshots"] = _CountingSnapshots(rec["snapshots"])
+    memo = {}
+    assert {m: L.unpacked(rec, m, [SN], memo) for m in sorted(whole)} == whole
+    assert whole["m-app-0:1"] and whole["m-short:1"] and not whole["m-broken:1"] and not whole["m-loop:1"]
+    assert max(rec["snapshots"].asked.values()) == 1
+    assert memo[(SN, "ch:" + "+".join(base))] == 9 and memo[(SN, "ch:" + "+".join(base + ["top-7"]))] == 10
+    rec["snapshots"] = dict(rec["snapshots"])
+    assert sorted(L.candidates(inv, [SN])) == sorted(m for m, ok in whole.items() if ok)
+
+
 def test_a_blob_shared_with_an_image_not_unpacked_stays_with_the_reference_to_it():
     inv = node()
     m = pulled(inv[K8S], "app:1", ["l-base", "l-app"])
