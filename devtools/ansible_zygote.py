@@ -7,10 +7,16 @@ A test run calls ansible-playbook about 1,600 times; on these 2-core machines ea
 importing ansible-core before its first line of work (``python -c 'import ansible.cli.playbook'``), a quarter of all the
 CPU the integration step uses. ``Zygote`` starts one interpreter (``python -m devtools.ansible_zygote``) that imports
 ``ansible.cli.playbook`` and nothing else: no configuration is read beyond what that import reads, no plugin is loaded,
-no temporary directory is made, no gRPC is imported. For each run it forks; the child takes the run's whole environment,
-working directory and argv, points its stdout and stderr at the caller's files, and calls ansible-playbook's own
-``main()``, which reads the configuration, loads the plugins and forks its workers as the command does. Its exit status
-is the command's.
+no gRPC is imported. For each run it forks; the child takes the run's whole environment, working directory and argv,
+points its stdout and stderr at the caller's files, makes its own local temporary directory as a new process would, and
+calls ansible-playbook's own ``main()``, which reads the configuration, loads the plugins and forks its workers as the
+command does. Its exit status is the command's.
+
+One thing is kept from run to run: ansible-core's cache of module payloads (``ansiballz_cache`` in the local temporary
+directory, the zip of a module and its module_utils that the worker builds once per module and playbook run, about
+0.25 CPU-s each here). The zygote's runs share one, as the tasks of one playbook do, so each module's payload is built
+by the first run that uses it and read from the cache after. Its key is the module's name, the compression and the
+extensions, not its files: the collection must not change while a zygote serves (the tests install it once).
 
 What ansible-core reads at import time (its configuration: ``ANSIBLE_*``) and what the interpreter reads at start
 (``PYTHON*``) must be the same for the zygote and the run: ``Zygote.run`` falls back to a new process when they differ,
@@ -23,6 +29,7 @@ Protocol (stdin/stdout of the zygote, one JSON object per line): {"argv", "env",
 import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,6 +41,20 @@ FIXED_PREFIXES = ("ANSIBLE_", "PYTHON")
 
 def _fixed(env):
     return {k: v for k, v in env.items() if k.startswith(FIXED_PREFIXES)}
+
+
+def _own_local_tmp(ansiballz_cache):
+    """Give the child the local temporary directory a new ansible-playbook process makes for itself, instead of the
+    zygote's, which ansible-core made (and set to be removed at exit) when it was imported; in it, ansible-core's module
+    payload cache is the zygote's ``ansiballz_cache`` directory, shared by the runs it serves."""
+    from ansible import constants as C  # pylint: disable=import-outside-toplevel
+    from ansible.utils.path import cleanup_tmp_file  # pylint: disable=import-outside-toplevel
+
+    atexit.unregister(cleanup_tmp_file)  # the zygote's directory is not this run's to remove
+    local_tmp = tempfile.mkdtemp(prefix="ansible-local-%s" % os.getpid(), dir=os.path.dirname(C.DEFAULT_LOCAL_TMP))
+    atexit.register(cleanup_tmp_file, local_tmp, warn=True)
+    os.symlink(ansiballz_cache, os.path.join(local_tmp, "ansiballz_cache"))  # the clean-up removes the link alone
+    C.DEFAULT_LOCAL_TMP = local_tmp
 
 
 def _child(request):
@@ -51,6 +72,7 @@ def _child(request):
         os.dup2(devnull, 0)
         os.close(devnull)
         sys.argv = list(request["argv"])
+        _own_local_tmp(request["ansiballz_cache"])
         from ansible.cli import playbook  # pylint: disable=import-outside-toplevel  # imported already: a lookup
 
         try:
@@ -80,16 +102,18 @@ def serve():
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # nothing ansible-core writes goes into the answers
     os.close(devnull)
+    ansiballz_cache = tempfile.mkdtemp(prefix="kubenode-gc-ansiballz-")
     answers.write(json.dumps({"ready": True}) + "\n")
     answers.flush()
     for line in requests:
-        request = json.loads(line)
+        request = dict(json.loads(line), ansiballz_cache=ansiballz_cache)
         pid = os.fork()
         if pid == 0:
             _child(request)
         status = os.waitpid(pid, 0)[1]
         answers.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n")
         answers.flush()
+    shutil.rmtree(ansiballz_cache, ignore_errors=True)
 
 
 class Zygote:
