@@ -77,6 +77,66 @@ fi
 "$GEN_VENV/bin/python" scripts/gen_proto.py --check
 fi
 
+# The benchmarks run before anything is started in the background, on a machine as quiet as this run can make it.
+if want bench; then
+step "benchmarks, short: image_gc prune against crictl rmi --prune measured in the same run (figures, nothing asserted)"
+# a regression shows as a ratio above 1 (above 0.5 where image_gc removes through containerd's images API)
+python -m benchmarks.image_gc_prune --short
+python -m benchmarks.gc_scale --short
+fi
+
+# Background work starts here, after the benchmarks, so that it overlaps every step from sanity on: sanity, ansible-lint,
+# the unit tests and the report leave one of the two cores mostly idle, and the integration step that follows them is
+# CPU-bound (docs/development.md, "The test command's time"). EARLIER_STEPS: is there a step for it to overlap?
+EARLIER_STEPS=0
+for s in sanity lint unit report integration; do want "$s" && EARLIER_STEPS=1; done
+# The node images and the execution environment the fleet and Molecule steps need (debootstrap and dpkg wait on the
+# network and the disk more than on the CPU); wait_images waits for them.
+IMAGES_LOG=""
+if [ "$EARLIER_STEPS" = 1 ] && { want fleet || want molecule; }; then
+  IMAGES_LOG=$(mktemp)
+  echo "(building the node images and the execution environment in the background, log $IMAGES_LOG)"
+  (python -m devtools.cli node-image containerd-1.6 containerd-1.7 containerd-2.1 crio cri-dockerd && bash tests/ee/build.sh) >"$IMAGES_LOG" 2>&1 &
+  IMAGES_PID=$!
+fi
+wait_images() {
+  [ -n "$IMAGES_PID" ] || return 0
+  local rc=0
+  wait "$IMAGES_PID" || rc=$?
+  IMAGES_PID=""
+  echo "---- node images and execution environment (built in the background):"
+  cat "$IMAGES_LOG"
+  rm -f "$IMAGES_LOG"
+  [ "$rc" = 0 ] || { echo "building the node images or the execution environment failed"; exit 1; }
+}
+
+run_matrix() {
+  # 2.16-2.19 on Debian 12's Python 3.11, 2.20 and later in a Debian trixie tree (Python 3.13), in parallel jobs.
+  # The sanity step runs the project venv's ansible-test on the same Python: when it does, the matrix leaves
+  # out the sanity run of the line whose version is exactly the venv's (unless KUBENODE_GC_MATRIX_SANITY says otherwise).
+  if want sanity && [ -z "${KUBENODE_GC_MATRIX_SANITY+set}" ]; then
+    local own
+    own=$(python -c 'import ansible.release; print(ansible.release.__version__)')
+    KUBENODE_GC_MATRIX_SANITY=$(grep -v '^\s*#' tests/compat/ansible-core.txt | awk -v own="$own" 'NF && !($2 == own && $3 == "host") {printf "%s ", $1}')
+    export KUBENODE_GC_MATRIX_SANITY
+    echo "(ansible-test sanity of ansible-core $own ran in the sanity step; the matrix runs sanity on: $KUBENODE_GC_MATRIX_SANITY)"
+  fi
+  bash scripts/ansible-matrix.sh
+}
+
+# The ansible-core matrix needs neither Docker nor the node images: it runs in the background from here, at the lowest
+# CPU priority, beside the steps that follow, and takes the CPU they leave idle; its log is printed at the matrix step.
+# Its unit tests that start processes named kubelet take the machine-wide kubelet lock exclusively, and its smoke test
+# shared, as the unit and integration tests do (devtools/kubelet_lock.py).
+MATRIX_PID="" MATRIX_LOG="" MATRIX_RC=""
+if want matrix && { [ "$EARLIER_STEPS" = 1 ] || want fleet || want molecule; }; then
+  MATRIX_LOG=$(mktemp) MATRIX_RC=$(mktemp)
+  echo "(the ansible-core matrix runs in the background at nice 19, log $MATRIX_LOG)"
+  # its exit status goes to a file: the matrix step reads it there, whoever reaped the process
+  (renice -n 19 -p "$BASHPID" >/dev/null; rc=0; run_matrix || rc=$?; echo "$rc" >"$MATRIX_RC") >"$MATRIX_LOG" 2>&1 &
+  MATRIX_PID=$!
+fi
+
 # The collection as ansible-test, Molecule and ansible-lint want it: a copy of
 # exactly the files git would commit, at .../ansible_collections/kubenode/gc.
 collection_tree() {
@@ -125,66 +185,12 @@ step "fleet audit report: 1,000 synthetic nodes, opened, sorted and filtered in 
 python -m pytest -p no:cacheprovider -s tests/report
 fi
 
-# The benchmarks run before anything is started in the background, on a machine as quiet as this run can make it.
-if want bench; then
-step "benchmarks, short: image_gc prune against crictl rmi --prune measured in the same run (figures, nothing asserted)"
-# a regression shows as a ratio above 1 (above 0.5 where image_gc removes through containerd's images API)
-python -m benchmarks.image_gc_prune --short
-python -m benchmarks.gc_scale --short
-fi
-
-# The node images and the execution environment the fleet and Molecule steps need are built while the integration
-# tests run (debootstrap and dpkg wait on the network and the disk more than on the CPU); wait_images waits for them.
-IMAGES_LOG=""
-if want integration && { want fleet || want molecule; }; then
-  IMAGES_LOG=$(mktemp)
-  echo "(building the node images and the execution environment in the background, log $IMAGES_LOG)"
-  (python -m devtools.cli node-image containerd-1.6 containerd-1.7 containerd-2.1 crio cri-dockerd && bash tests/ee/build.sh) >"$IMAGES_LOG" 2>&1 &
-  IMAGES_PID=$!
-fi
-wait_images() {
-  [ -n "$IMAGES_PID" ] || return 0
-  local rc=0
-  wait "$IMAGES_PID" || rc=$?
-  IMAGES_PID=""
-  echo "---- node images and execution environment (built in the background):"
-  cat "$IMAGES_LOG"
-  rm -f "$IMAGES_LOG"
-  [ "$rc" = 0 ] || { echo "building the node images or the execution environment failed"; exit 1; }
-}
-
-run_matrix() {
-  # 2.16-2.19 on Debian 12's Python 3.11, 2.20 and later in a Debian trixie tree (Python 3.13), in parallel jobs.
-  # The sanity step already ran the project venv's ansible-test on the same Python: when it ran, the matrix leaves
-  # out the sanity run of the line whose version is exactly the venv's (unless KUBENODE_GC_MATRIX_SANITY says otherwise).
-  if want sanity && [ -z "${KUBENODE_GC_MATRIX_SANITY+set}" ]; then
-    local own
-    own=$(python -c 'import ansible.release; print(ansible.release.__version__)')
-    KUBENODE_GC_MATRIX_SANITY=$(grep -v '^\s*#' tests/compat/ansible-core.txt | awk -v own="$own" 'NF && !($2 == own && $3 == "host") {printf "%s ", $1}')
-    export KUBENODE_GC_MATRIX_SANITY
-    echo "(ansible-test sanity of ansible-core $own ran in the sanity step; the matrix runs sanity on: $KUBENODE_GC_MATRIX_SANITY)"
-  fi
-  bash scripts/ansible-matrix.sh
-}
-
-# The ansible-core matrix needs neither Docker nor the node images: it runs in the background from here, at the lowest
-# CPU priority, beside the integration, fleet and Molecule steps, which leave about half of the CPU idle while they wait
-# on their runtimes and node containers (measured); its log is printed at the matrix step. Its smoke test takes the
-# integration tests' lock on the machine-wide kubelet process (tests/integration/conftest.py), shared.
-MATRIX_PID="" MATRIX_LOG="" MATRIX_RC=""
-if want matrix && { want integration || want fleet || want molecule; }; then
-  MATRIX_LOG=$(mktemp) MATRIX_RC=$(mktemp)
-  echo "(the ansible-core matrix runs in the background at nice 19, log $MATRIX_LOG)"
-  # its exit status goes to a file: the matrix step reads it there, whoever reaped the process
-  (renice -n 19 -p "$BASHPID" >/dev/null; rc=0; run_matrix || rc=$?; echo "$rc" >"$MATRIX_RC") >"$MATRIX_LOG" 2>&1 &
-  MATRIX_PID=$!
-fi
-
 if want integration; then
 step "integration tests (real runtimes: containerd 1.6, 1.7, 2.1, 2.2, 2.3, cri-o, Docker Engine through cri-dockerd)"
-# two workers; each (test module, runtime) pair stays on one worker (one runtime instance per module), the largest first
+# three workers on the two cores: while one waits on a runtime (a restart, a stop, a pull), the other two compute; each
+# (test module, runtime) pair stays on one worker (one runtime instance per module), the largest first
 # the 25 slowest tests are listed at the end: where the step's time goes
-python -m pytest -p no:cacheprovider -n 2 --dist loadgroup --durations=25 tests/integration
+python -m pytest -p no:cacheprovider -n 3 --dist loadgroup --durations=25 tests/integration
 fi
 
 if want fleet; then
@@ -260,7 +266,7 @@ fi
 if want matrix; then
 step "ansible-core 2.16 to 2.22 (tests/compat/ansible-core.txt): sanity, unit and smoke tests on each"
 if [ -n "$MATRIX_PID" ]; then
-  echo "(it ran in the background beside the integration, fleet and Molecule steps, log $MATRIX_LOG)"
+  echo "(it ran in the background beside the steps from sanity on, log $MATRIX_LOG)"
   wait "$MATRIX_PID" 2>/dev/null || true
   MATRIX_PID=""
   cat "$MATRIX_LOG"
