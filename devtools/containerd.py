@@ -87,6 +87,11 @@ CONFIG_V3 = "version = 3\n" + COMMON + """
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = ["{workdir}/cni/bin"]
     conf_dir = "{workdir}/cni/conf.d"
+
+# NRI is on by default from 2.0, and its socket (/var/run/nri/nri.sock) is one for the machine: two instances
+# starting at once (two test workers) fought over it ("failed to create socket ... address already in use")
+[plugins."io.containerd.nri.v1.nri"]
+  socket_path = "{workdir}/nri.sock"
 """
 
 
