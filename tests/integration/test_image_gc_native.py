@@ -64,6 +64,21 @@ def wait_for_used(runtime, good, timeout=40):
     return used
 
 
+def wait_for_settled_used(runtime, good, refresh=11, timeout=60):
+    """ImageFsInfo's used bytes once ``good(used)`` holds and they stayed the same for longer than the CRI's refresh
+    period: the CRI counts each new snapshot at its next refresh, so a threshold alone can be met before the last
+    image pulled is counted (by other bytes: the sandbox image's)."""
+    deadline = time.time() + timeout
+    used = wait_for_used(runtime, good, timeout)
+    since = time.time()
+    while time.time() - since < refresh and time.time() < deadline:
+        time.sleep(0.5)
+        now = imagefs_used(runtime)
+        if now != used:
+            used, since = now, time.time()
+    return used
+
+
 def is_containerd(runtime):
     return runtime.name.startswith("containerd")
 
@@ -143,8 +158,8 @@ def test_native_prune_keeps_the_cri_view_right(runtime, tmp_path):
     used_id = runtime.image_id_of("native-used:1")
     sandbox_id = runtime.image_id_of(runtime.sandbox_image)
     containers = {c.id for c in runtime.client.list_containers()}
-    # the kubelet's view once it counts the imported layers
-    used_before = wait_for_used(runtime, lambda used: used >= (COUNT + 1) * LAYER)
+    # the kubelet's view once it counts every layer pulled
+    used_before = wait_for_settled_used(runtime, lambda used: used >= (COUNT + 1) * LAYER)
     free_before = os.statvfs(runtime.imagefs_mountpoint).f_bavail
 
     result, calls = prune(runtime.endpoint, ledger_path=str(tmp_path / "ledger.json"))
