@@ -119,7 +119,7 @@ run_matrix() {
     own=$(python -c 'import ansible.release; print(ansible.release.__version__)')
     KUBENODE_GC_MATRIX_SANITY=$(grep -v '^\s*#' tests/compat/ansible-core.txt | awk -v own="$own" 'NF && !($2 == own && $3 == "host") {printf "%s ", $1}')
     export KUBENODE_GC_MATRIX_SANITY
-    echo "(ansible-test sanity of ansible-core $own ran in the sanity step; the matrix runs sanity on: $KUBENODE_GC_MATRIX_SANITY)"
+    echo "(ansible-test sanity of ansible-core $own runs in the sanity step; the matrix runs sanity on: $KUBENODE_GC_MATRIX_SANITY)"
   fi
   bash scripts/ansible-matrix.sh
 }
