@@ -46,13 +46,18 @@ step_times() {
 DOCKERD_PIDFILE=/run/kubenode-gc-dockerd.pid
 DOCKER_WAS_UP=0
 docker info >/dev/null 2>&1 && DOCKER_WAS_UP=1
-TREE="" IMAGES_PID=""
+TREE="" SANITY_TREE="" IMAGES_PID=""
 finish() {
   step_times
-  [ -n "$TREE" ] && rm -rf "$TREE"
   [ -n "$IMAGES_PID" ] && kill -- "$IMAGES_PID" 2>/dev/null && wait "$IMAGES_PID" 2>/dev/null
-  [ -n "${MATRIX_PID:-}" ] && pkill -P "$MATRIX_PID" 2>/dev/null; [ -n "${MATRIX_PID:-}" ] && kill "$MATRIX_PID" 2>/dev/null && wait "$MATRIX_PID" 2>/dev/null
-  rm -f "${MATRIX_LOG:-}" "${MATRIX_RC:-}"  # set when the matrix ran in the background; empty when its step removed them
+  local name
+  for name in "${!BG_PID[@]}"; do  # background jobs whose step did not come (the run stopped before it)
+    kill_tree "${BG_PID[$name]}"
+    wait "${BG_PID[$name]}" 2>/dev/null || true
+    rm -f "${BG_LOG[$name]}" "${BG_RC[$name]}"
+  done
+  [ -n "$TREE" ] && rm -rf "$TREE"
+  [ -n "$SANITY_TREE" ] && rm -rf "$SANITY_TREE"
   if [ "$DOCKER_WAS_UP" = 0 ] && [ -s "$DOCKERD_PIDFILE" ]; then
     local pid
     pid=$(cat "$DOCKERD_PIDFILE")
@@ -65,6 +70,41 @@ finish() {
   fi
 }
 trap finish EXIT
+
+# Background jobs: a step's work started early, beside the steps before it, and collected by its own step.
+# bg_start [--nice] NAME COMMAND...: COMMAND (a function or a program) in a subshell (set -e holds there), its output in a
+# log; --nice: at nice 19, so that it takes only the CPU the steps in the foreground leave idle. No new session: the
+# kernel's autogroups would give one its own share of the CPU, whatever its nice value.
+# bg_wait NAME: waits for it, prints its log, and returns its exit status (read from a file, whoever reaped the process).
+declare -A BG_PID=() BG_LOG=() BG_RC=()
+kill_tree() {  # kill_tree PID: PID and every process under it, children first
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+bg_start() {
+  local nice=0
+  [ "$1" = --nice ] && { nice=1; shift; }
+  local name=$1
+  shift
+  BG_LOG[$name]=$(mktemp) BG_RC[$name]=$(mktemp)
+  (
+    trap 'echo $? >"${BG_RC[$name]}"' EXIT
+    [ "$nice" = 0 ] || renice -n 19 -p "$BASHPID" >/dev/null
+    "$@"
+  ) >"${BG_LOG[$name]}" 2>&1 &
+  BG_PID[$name]=$!
+}
+bg_started() { [ -n "${BG_PID[$1]:-}" ]; }
+bg_wait() {
+  local name=$1 rc
+  wait "${BG_PID[$name]}" 2>/dev/null || true
+  cat "${BG_LOG[$name]}"
+  rc=$(cat "${BG_RC[$name]}")
+  rm -f "${BG_LOG[$name]}" "${BG_RC[$name]}"
+  unset "BG_PID[$name]" "BG_LOG[$name]" "BG_RC[$name]"
+  return "${rc:-1}"
+}
 
 if want protogen; then
 step "generated protobuf code matches proto/cri_api.proto (pinned generator)"
@@ -128,44 +168,63 @@ run_matrix() {
 # CPU priority, beside the steps that follow, and takes the CPU they leave idle; its log is printed at the matrix step.
 # Its unit tests that start processes named kubelet take the machine-wide kubelet lock exclusively, and its smoke test
 # shared, as the unit and integration tests do (devtools/kubelet_lock.py).
-MATRIX_PID="" MATRIX_LOG="" MATRIX_RC=""
 if want matrix && { [ "$EARLIER_STEPS" = 1 ] || want fleet || want molecule; }; then
-  MATRIX_LOG=$(mktemp) MATRIX_RC=$(mktemp)
-  echo "(the ansible-core matrix runs in the background at nice 19, log $MATRIX_LOG)"
-  # its exit status goes to a file: the matrix step reads it there, whoever reaped the process
-  (renice -n 19 -p "$BASHPID" >/dev/null; rc=0; run_matrix || rc=$?; echo "$rc" >"$MATRIX_RC") >"$MATRIX_LOG" 2>&1 &
-  MATRIX_PID=$!
+  bg_start --nice matrix run_matrix
+  echo "(the ansible-core matrix runs in the background at nice 19, log ${BG_LOG[matrix]})"
+fi
+# The release checks (changelog, EE metadata, galaxy-importer, the docs site) need neither Docker nor anything an
+# earlier step makes: the same, from here, their log printed at the release step.
+if want release && { [ "$EARLIER_STEPS" = 1 ] || want fleet || want molecule || want matrix; }; then
+  bg_start --nice release bash scripts/release-checks.sh
+  echo "(the release checks run in the background at nice 19, log ${BG_LOG[release]})"
 fi
 
 # The collection as ansible-test, Molecule and ansible-lint want it: a copy of
 # exactly the files git would commit, at .../ansible_collections/kubenode/gc.
+copy_collection() {  # copy_collection DIR: the copy at DIR/ansible_collections/kubenode/gc
+  local to="$1/ansible_collections/kubenode/gc"
+  mkdir -p "$to"
+  if git -C "$ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git -C "$ROOT" ls-files -z --cached --others --exclude-standard \
+      | (cd "$ROOT" && tar --null --ignore-failed-read -T - -cf - 2>/dev/null) | tar -xf - -C "$to"
+  else
+    tar -C "$ROOT" --exclude=./.venv --exclude=./.cache -cf - . | tar -xf - -C "$to"
+  fi
+}
 collection_tree() {
   [ -n "$TREE" ] && return 0
   TREE=$(mktemp -d)
   dest="$TREE/ansible_collections/kubenode/gc"
-  mkdir -p "$dest"
-  if git -C "$ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    git -C "$ROOT" ls-files -z --cached --others --exclude-standard \
-      | (cd "$ROOT" && tar --null --ignore-failed-read -T - -cf - 2>/dev/null) | tar -xf - -C "$dest"
-  else
-    tar -C "$ROOT" --exclude=./.venv --exclude=./.cache -cf - . | tar -xf - -C "$dest"
-  fi
+  copy_collection "$TREE"
 }
 
-if want sanity; then
-step "ansible-test sanity"
-collection_tree
-# ansible-test bootstraps pip in its sanity venvs with a script it downloads from a
-# host these machines cannot reach: give it our offline stand-in under the cached name.
-pip_version=$(python - <<'PY'
+run_sanity() {  # run_sanity DIR: ansible-test sanity in its own copy of the collection, in DIR (ansible-lint's copy must
+  # not see what ansible-test writes into its own); the exit trap removes DIR
+  local tree=$1
+  copy_collection "$tree"
+  # ansible-test bootstraps pip in its sanity venvs with a script it downloads from a
+  # host these machines cannot reach: give it our offline stand-in under the cached name.
+  pip_version=$(python - <<'PY'
 import os, re, ansible_test
 src = open(os.path.join(os.path.dirname(ansible_test.__file__), "_internal", "python_requirements.py")).read()
 print(re.search(r"pip='([0-9.]+)'", src).group(1))
 PY
 )
-mkdir -p ~/.ansible/test/cache
-cp scripts/ansible-test-get-pip.py ~/.ansible/test/cache/"get_pip_${pip_version//./_}.py"
-(cd "$dest" && ansible-test sanity --requirements --python 3.11 --color no)
+  mkdir -p ~/.ansible/test/cache
+  cp scripts/ansible-test-get-pip.py ~/.ansible/test/cache/"get_pip_${pip_version//./_}.py"
+  (cd "$tree/ansible_collections/kubenode/gc" && ansible-test sanity --requirements --python 3.11 --color no)
+}
+if want sanity; then
+step "ansible-test sanity"
+SANITY_TREE=$(mktemp -d)
+if want lint || want unit || want report; then
+  # ansible-test runs its tests one after the other, mostly on one core: the next steps run beside it, and the step
+  # "ansible-test sanity's result" after them waits for it and prints its log
+  bg_start sanity run_sanity "$SANITY_TREE"
+  echo "(it runs beside ansible-lint, the unit tests and the report; its log is printed after them)"
+else
+  run_sanity "$SANITY_TREE"
+fi
 fi
 
 if want lint; then
@@ -183,6 +242,13 @@ if want report; then
 step "fleet audit report: 1,000 synthetic nodes, opened, sorted and filtered in headless Chromium"
 # prints the generation time, the HTML size and the render time; screenshots in tests/output/report-1000/
 python -m pytest -p no:cacheprovider -s tests/report
+fi
+
+if bg_started sanity; then
+step "ansible-test sanity's result (it ran beside ansible-lint, the unit tests and the report)"
+rc=0
+bg_wait sanity || rc=$?
+[ "$rc" = 0 ] || { echo "ansible-test sanity failed (exit status $rc)"; exit 1; }
 fi
 
 if want integration; then
@@ -266,14 +332,11 @@ fi
 
 if want matrix; then
 step "ansible-core 2.16 to 2.22 (tests/compat/ansible-core.txt): sanity, unit and smoke tests on each"
-if [ -n "$MATRIX_PID" ]; then
-  echo "(it ran in the background beside the steps from sanity on, log $MATRIX_LOG)"
-  wait "$MATRIX_PID" 2>/dev/null || true
-  MATRIX_PID=""
-  cat "$MATRIX_LOG"
-  rc=$(cat "$MATRIX_RC")
-  rm -f "$MATRIX_LOG" "$MATRIX_RC"
-  [ "$rc" = 0 ] || { echo "the ansible-core matrix failed (exit status ${rc:-unknown})"; exit 1; }
+if bg_started matrix; then
+  echo "(it ran in the background beside the steps from sanity on)"
+  rc=0
+  bg_wait matrix || rc=$?
+  [ "$rc" = 0 ] || { echo "the ansible-core matrix failed (exit status $rc)"; exit 1; }
 else
   run_matrix
 fi
@@ -281,5 +344,12 @@ fi
 
 if want release; then
 step "release checks: changelog, execution environment, galaxy-importer, docs site"
-bash scripts/release-checks.sh
+if bg_started release; then
+  echo "(they ran in the background beside the steps from sanity on)"
+  rc=0
+  bg_wait release || rc=$?
+  [ "$rc" = 0 ] || { echo "the release checks failed (exit status $rc)"; exit 1; }
+else
+  bash scripts/release-checks.sh
+fi
 fi
