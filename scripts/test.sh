@@ -27,7 +27,8 @@ want() {
   return 1
 }
 # Each step's header says when it started; the run ends (even when it fails) with each step's wall time, the set-up's
-# (scripts/setup.sh, above) first. The background jobs (node images, the matrix) run inside the steps they overlap.
+# (scripts/setup.sh, above) first. The background jobs (node images, the matrix, the release checks, and sanity beside
+# ansible-lint, the unit tests and the report) run inside the steps they overlap.
 STEP_NAME="set-up (scripts/setup.sh)" STEP_AT=0 STEP_TIMES=()
 step_done() { STEP_TIMES+=("$(printf '%5d s  %s' $((SECONDS - STEP_AT)) "$STEP_NAME")"); }
 step() {
