@@ -682,7 +682,7 @@ def test_runtime_killed_mid_prune_fails_changed_with_exactly_what_is_gone(ansibl
     try:
         with CrashAfter(runtime, 2) as proxy:
             res = gc(ansible, runtime, mode="prune", ledger_path=str(ledger), cri_endpoint=proxy.endpoint, task_env=proxy.env)
-        assert proxy.removed == 2 and proxy.crashed
+        assert proxy.removed == 2 and proxy.crashed, (proxy.removed, proxy.crashed, res)
     finally:
         runtime.restart()  # the same root: what is gone is gone for real
     gone = set(before) - {i.id for i in runtime.client.list_images()}
