@@ -97,6 +97,11 @@ bg_start() {
   BG_PID[$name]=$!
 }
 bg_started() { [ -n "${BG_PID[$1]:-}" ]; }
+bg_collect() {  # bg_collect NAME WHAT: bg_wait NAME, and the run stops with "WHAT failed" when the job did
+  local rc=0
+  bg_wait "$1" || rc=$?
+  [ "$rc" = 0 ] || { echo "$2 failed (exit status $rc)"; exit 1; }
+}
 bg_wait() {
   local name=$1 rc
   wait "${BG_PID[$name]}" 2>/dev/null || true
@@ -247,9 +252,7 @@ fi
 
 if bg_started sanity; then
 step "ansible-test sanity's result (it ran beside ansible-lint, the unit tests and the report)"
-rc=0
-bg_wait sanity || rc=$?
-[ "$rc" = 0 ] || { echo "ansible-test sanity failed (exit status $rc)"; exit 1; }
+bg_collect sanity "ansible-test sanity"
 fi
 
 if want integration; then
@@ -335,9 +338,7 @@ if want matrix; then
 step "ansible-core 2.16 to 2.22 (tests/compat/ansible-core.txt): sanity, unit and smoke tests on each"
 if bg_started matrix; then
   echo "(it ran in the background beside the steps from sanity on)"
-  rc=0
-  bg_wait matrix || rc=$?
-  [ "$rc" = 0 ] || { echo "the ansible-core matrix failed (exit status $rc)"; exit 1; }
+  bg_collect matrix "the ansible-core matrix"
 else
   run_matrix
 fi
@@ -347,9 +348,7 @@ if want release; then
 step "release checks: changelog, execution environment, galaxy-importer, docs site"
 if bg_started release; then
   echo "(they ran in the background beside the steps from sanity on)"
-  rc=0
-  bg_wait release || rc=$?
-  [ "$rc" = 0 ] || { echo "the release checks failed (exit status $rc)"; exit 1; }
+  bg_collect release "the release checks"
 else
   bash scripts/release-checks.sh
 fi
