@@ -246,7 +246,8 @@ fi
 
 if want report; then
 step "fleet audit report: 1,000 synthetic nodes, opened, sorted and filtered in headless Chromium"
-# prints the generation time, the HTML size and the render time; screenshots in tests/output/report-1000/
+# prints the generation time, the HTML size and the render time (in the whole command measured beside ansible-test
+# sanity, on a busy machine); screenshots in tests/output/report-1000/
 python -m pytest -p no:cacheprovider -s tests/report
 fi
 
