@@ -47,10 +47,9 @@ step_times() {
 DOCKERD_PIDFILE=/run/kubenode-gc-dockerd.pid
 DOCKER_WAS_UP=0
 docker info >/dev/null 2>&1 && DOCKER_WAS_UP=1
-TREE="" SANITY_TREE="" IMAGES_PID=""
+TREE="" SANITY_TREE=""
 finish() {
   step_times
-  [ -n "$IMAGES_PID" ] && kill -- "$IMAGES_PID" 2>/dev/null && wait "$IMAGES_PID" 2>/dev/null
   local name
   for name in "${!BG_PID[@]}"; do  # background jobs whose step did not come (the run stopped before it)
     kill_tree "${BG_PID[$name]}"
@@ -138,22 +137,17 @@ EARLIER_STEPS=0
 for s in sanity lint unit report integration; do want "$s" && EARLIER_STEPS=1; done
 # The node images and the execution environment the fleet and Molecule steps need (debootstrap and dpkg wait on the
 # network and the disk more than on the CPU); wait_images waits for them.
-IMAGES_LOG=""
+build_images() {
+  python -m devtools.cli node-image containerd-1.6 containerd-1.7 containerd-2.1 crio cri-dockerd && bash tests/ee/build.sh
+}
 if [ "$EARLIER_STEPS" = 1 ] && { want fleet || want molecule; }; then
-  IMAGES_LOG=$(mktemp)
-  echo "(building the node images and the execution environment in the background, log $IMAGES_LOG)"
-  (python -m devtools.cli node-image containerd-1.6 containerd-1.7 containerd-2.1 crio cri-dockerd && bash tests/ee/build.sh) >"$IMAGES_LOG" 2>&1 &
-  IMAGES_PID=$!
+  bg_start images build_images
+  echo "(building the node images and the execution environment in the background, log ${BG_LOG[images]})"
 fi
 wait_images() {
-  [ -n "$IMAGES_PID" ] || return 0
-  local rc=0
-  wait "$IMAGES_PID" || rc=$?
-  IMAGES_PID=""
+  bg_started images || return 0
   echo "---- node images and execution environment (built in the background):"
-  cat "$IMAGES_LOG"
-  rm -f "$IMAGES_LOG"
-  [ "$rc" = 0 ] || { echo "building the node images or the execution environment failed"; exit 1; }
+  bg_collect images "building the node images or the execution environment"
 }
 
 run_matrix() {
