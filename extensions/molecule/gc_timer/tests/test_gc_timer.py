@@ -130,7 +130,7 @@ def test_1c_the_service_is_as_sandboxed_as_systemd_s_own_small_services(host, na
     """systemd-analyze security (systemd 252, the node image's) rates the unit at most 2.5, and the sandbox is in force."""
     out = host.check_output("systemd-analyze security --no-pager kubenode-gc.service")
     exposure = float(re.search(r"Overall exposure level for kubenode-gc\.service: ([0-9]+\.[0-9]+)", out).group(1))
-    # the measured figure, in the run's output (the verifier runs pytest with -s)
+    # the measured figure, in the run's output (the verifier shows what passing tests printed: -r P)
     print("\n%s: systemd-analyze security kubenode-gc.service: %.1f (%s; at most %.1f asserted)"
           % (name, exposure, host.check_output("systemd-analyze --version").splitlines()[0], MAX_EXPOSURE))
     assert exposure <= MAX_EXPOSURE, out
