@@ -270,8 +270,8 @@ python -m devtools.cli node-image containerd-1.6 containerd-1.7 containerd-2.1 c
 # first time, then cached by tag); tests/fleet/test_fleet_ssh.py runs the audit in it with ansible-runner
 KUBENODE_GC_EE_IMAGE=$(bash tests/ee/build.sh)
 export KUBENODE_GC_EE_IMAGE
-# two workers, each test file on one (each file starts its own node containers, names and network of its own), the
-# file with the most tests first; --durations: where the step's time goes
+# two workers, each test file on one, the file with the most tests first (each file starts its own node containers, with
+# names and a label group of their own; each worker its own registry on a free port); --durations: where the time goes
 python -m pytest -p no:cacheprovider -n 2 --dist loadfile --durations=10 tests/fleet
 fi
 
