@@ -137,9 +137,9 @@ EARLIER_STEPS=0
 for s in sanity lint unit report integration; do want "$s" && EARLIER_STEPS=1; done
 # The node images and the execution environment the fleet and Molecule steps need (debootstrap and dpkg wait on the
 # network and the disk more than on the CPU); wait_images waits for them.
-build_images() {
-  python -m devtools.cli node-image containerd-1.6 containerd-1.7 containerd-2.1 crio cri-dockerd && bash tests/ee/build.sh
-}
+# node_images: every node image at once (in parallel), for the fleet and Molecule; cached by tag
+node_images() { python -m devtools.cli node-image containerd-1.6 containerd-1.7 containerd-2.1 crio cri-dockerd; }
+build_images() { node_images && bash tests/ee/build.sh; }
 if [ "$EARLIER_STEPS" = 1 ] && { want fleet || want molecule; }; then
   bg_start images build_images
   echo "(building the node images and the execution environment in the background, log ${BG_LOG[images]})"
@@ -262,8 +262,7 @@ fi
 if want fleet; then
 step "fleet playbooks on real node containers (docker connection, and SSH with sudo), the audit in the execution environment"
 wait_images
-# every node image at once (in parallel), for the fleet and Molecule
-python -m devtools.cli node-image containerd-1.6 containerd-1.7 containerd-2.1 crio cri-dockerd
+node_images
 [ -n "$(python -m devtools.cli crio-dir)" ] \
   || echo "!!!! cri-o was NOT tested in the fleet: no ../shared/runtimes and KUBENODE_GC_CRIO_DIR unset: node-a runs containerd 1.6 !!!!"
 # the execution environment, built with ansible-builder from a debootstrapped Debian base (minutes the
@@ -299,8 +298,8 @@ molecule_lane() {  # molecule_lane LOG SCENARIO...: the scenarios one after the 
     (cd "$dest" && ANSIBLE_COLLECTIONS_PATH="$TREE" molecule test -s "$scenario") >>"$log" 2>&1 || { echo "FAILED: $scenario" >>"$log"; return 1; }
   done
 }
-# The scenarios wait on their node containers more than they compute: two lanes at once (their containers have their
-# own names), balanced by their length alone (11-29: gc_timer 8, containerd_storage 5.5, node_prereqs 4, crio_storage 4,
+# Two lanes at once (their containers have their own names): one lane's waits on its nodes (boots, gc_timer's timer)
+# are the other's CPU; the step is CPU-bound with two (3.6 % idle in the whole run of 11-29). Balanced by their length alone (11-29: gc_timer 8, containerd_storage 5.5, node_prereqs 4, crio_storage 4,
 # kubelet_gc 3 minutes); each lane's log is printed when it ends. KUBENODE_GC_MOLECULE_SCENARIOS: one lane, in order.
 lane_a="" lane_b=""
 for scenario in $scenarios; do
